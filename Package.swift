@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Layers point one way: SheetCore ← SessionStore ← SheetAPI → HTTPServer ← sheetd.
+/// Only HTTPServer imports CMicroHTTPD; only SheetAPI imports CJansson.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "sheetd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "sheetd", targets: ["sheetd"]),
+        .library(name: "SheetCore", targets: ["SheetCore"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            path: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
+            name: "CJansson",
+            path: "CJansson",
+            pkgConfig: "jansson",
+            providers: [.apt(["libjansson-dev"])]
+        ),
+        .target(name: "SheetCore", swiftSettings: strict),
+        .target(name: "SessionStore", dependencies: ["SheetCore"], swiftSettings: strict),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+        .target(
+            name: "SheetAPI",
+            dependencies: ["SheetCore", "SessionStore", "HTTPServer", "CJansson"],
+            resources: [.embedInCode("Resources/openapi.yaml")],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore"], swiftSettings: strict),
+        .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)
