@@ -1,0 +1,104 @@
+/// A released drag: translation (points) and velocity (points/s), positive downward.
+///
+/// The client does not know which detent the user meant, only how the finger moved; issue 5's
+/// rule turns that into a target, the same way for every client.
+public struct DragGesture: Hashable, Sendable, Codable {
+    public var translation: Double
+    public var velocity: Double
+
+    /// Largest |translation| and |velocity| the API accepts.
+    public static let maximumMagnitude: Double = 100_000
+
+    public init(translation: Double, velocity: Double = 0) {
+        self.translation = translation
+        self.velocity = velocity
+    }
+
+    /// Whether both values are finite and within `maximumMagnitude` (what the API requires).
+    public var isValid: Bool {
+        Self.admissible(translation) && Self.admissible(velocity)
+    }
+
+    static func admissible(_ x: Double) -> Bool { x.isFinite && abs(x) <= maximumMagnitude }
+
+    /// The API validates before calling; this keeps the core total anyway: NaN counts as 0 and
+    /// anything beyond the limit (infinities included) as the limit, so no input can crash or
+    /// produce a non-finite height.
+    static func clamped(_ x: Double) -> Double {
+        if x.isNaN { return 0 }
+        return min(max(x, -maximumMagnitude), maximumMagnitude)
+    }
+
+    private enum CodingKeys: String, CodingKey { case translation, velocity }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        translation = try c.decode(Double.self, forKey: .translation)
+        velocity = try c.decodeIfPresent(Double.self, forKey: .velocity) ?? 0
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeNumber(translation, forKey: .translation)
+        try c.encodeNumber(velocity, forKey: .velocity)
+    }
+}
+
+/// How a gesture was settled; attached to the answer and to each event the gesture produced,
+/// so a presenter can see why a sheet closed.
+public struct GestureResolution: Hashable, Sendable, Codable {
+    public var releasedHeight: Double
+    public var projectedHeight: Double
+    public var target: DragTarget
+
+    public init(releasedHeight: Double, projectedHeight: Double, target: DragTarget) {
+        self.releasedHeight = releasedHeight
+        self.projectedHeight = projectedHeight
+        self.target = target
+    }
+
+    private enum CodingKeys: String, CodingKey { case releasedHeight, projectedHeight, target }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        releasedHeight = try c.decode(Double.self, forKey: .releasedHeight)
+        projectedHeight = try c.decode(Double.self, forKey: .projectedHeight)
+        target = try c.decode(DragTarget.self, forKey: .target)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeNumber(releasedHeight, forKey: .releasedHeight)
+        try c.encodeNumber(projectedHeight, forKey: .projectedHeight)
+        try c.encode(target, forKey: .target)
+    }
+}
+
+extension SheetConfiguration {
+    /// Issue 5's rule, from the detent at `index`:
+    /// r = h0 − T; p = r − (V / 1000) · d / (1 − d); the nearest of `closed` (0) and the detents'
+    /// heights to p, ties to the taller.
+    ///
+    /// The factor is multiplied before dividing by 1000 (`V · 499 / 1000`) so whole inputs give
+    /// exact, readable heights. Choosing by comparing the two neighbours' distances (rather than
+    /// a running minimum) keeps the choice monotonic in p even with rounding.
+    func settle(_ gesture: DragGesture, from index: Int) -> (GestureResolution, Landing) {
+        let s = storage
+        let t = DragGesture.clamped(gesture.translation)
+        let v = DragGesture.clamped(gesture.velocity)
+        let released = s.heights[index] - t
+        let projected = released - v * s.decelerationRate.projectionFactor / 1000
+        let candidates = s.candidates
+        var chosen = 0
+        while chosen + 1 < candidates.count,
+              candidates[chosen + 1].height - projected <= projected - candidates[chosen].height {
+            chosen += 1
+        }
+        let landing = candidates[chosen].landing
+        let target: DragTarget = switch landing {
+        case .closed: .closed
+        case .detent(let i): .detent(s.detents[i])
+        }
+        return (GestureResolution(releasedHeight: released, projectedHeight: projected, target: target), landing)
+    }
+}

@@ -1,0 +1,81 @@
+/// A detent string that cannot be read. The API answers it as `400 invalid_detent`, naming the
+/// field; `message` is meant to be shown to a person as is.
+public struct DetentError: Error, Hashable, Sendable {
+    public enum Code: String, Sendable {
+        /// The string is empty.
+        case empty
+        /// Not `large`, `medium`, `fraction:`, `height:` (nor `closed` where a drag target is read).
+        case unknownKind
+        /// The kind is right but the number is not a plain unsigned decimal.
+        case invalidNumber
+        /// A well-formed number outside the kind's range (fraction 0 < F ≤ 1, height H > 0, finite).
+        case outOfRange
+    }
+
+    public var code: Code
+    public var input: String
+    public var message: String
+
+    public init(code: Code, input: String, message: String) {
+        self.code = code
+        self.input = input
+        self.message = message
+    }
+}
+
+/// A configuration rule that failed. `field` names the request field to blame, so the API can
+/// answer `400` with it directly.
+public struct ConfigurationError: Error, Hashable, Sendable {
+    public enum Code: String, Sendable {
+        /// `detents: []` given.
+        case emptyDetents
+        /// The effective set (detents ∪ default ∪ threshold) holds more than 16 detents.
+        case tooManyDetents
+        /// The threshold does not resolve strictly lower than every other detent.
+        case thresholdNotLowest
+        /// The threshold is the default detent: the sheet would intercept as it appears.
+        case thresholdIsDefault
+        /// `dismissPolicy: allow` with a threshold: a swipe would pass the threshold on its way down.
+        case thresholdWithAllow
+        /// Not finite, or outside 1...10000 points.
+        case containerHeightOutOfRange
+        /// A `Detent` value built in code (not parsed) that breaks its own range, e.g. `.fraction(2)`.
+        /// Parsed detents never produce it; it exists so the initializer never accepts nonsense.
+        case invalidDetent
+    }
+
+    public var code: Code
+    public var field: String
+    public var message: String
+
+    public init(code: Code, field: String, message: String) {
+        self.code = code
+        self.field = field
+        self.message = message
+    }
+}
+
+/// Why `Sheet.apply` refused an action. Every case leaves the sheet unchanged.
+public struct SheetError: Error, Hashable, Sendable {
+    public enum Code: String, Sendable {
+        case confirmationPending = "confirmation_pending"
+        case sheetDismissed = "sheet_dismissed"
+        case noPendingConfirmation = "no_pending_confirmation"
+        case sheetPresented = "sheet_presented"
+        /// The drag target names a detent the session was not configured with (a 400, not a 409).
+        case unknownDetent = "unknown_detent"
+    }
+
+    public var code: Code
+    public var message: String
+    public var field: String?
+
+    public init(code: Code, message: String, field: String? = nil) {
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+
+    /// The HTTP status the API answers this error with: body errors before phase conflicts.
+    public var httpStatus: Int { code == .unknownDetent ? 400 : 409 }
+}

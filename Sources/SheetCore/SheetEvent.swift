@@ -1,0 +1,95 @@
+/// One recorded change. The log of these is what lets a presenter that listens late still see
+/// everything that happened (seed 003's "delegate set too late" cannot happen).
+public struct SheetEvent: Hashable, Sendable, Codable {
+    public enum Kind: Hashable, Sendable {
+        case presented(detent: Detent, presentation: Int)
+        case detentChanged(from: Detent, to: Detent)
+        case intercepted(attempted: DragTarget, restoredTo: Detent)
+        case confirmationCancelled(detent: Detent)
+        case dismissBlocked(attempted: DragTarget)
+        case dismissed(reason: DismissReason)
+
+        /// The JSON `type`.
+        public var type: String {
+            switch self {
+            case .presented: "presented"
+            case .detentChanged: "detentChanged"
+            case .intercepted: "intercepted"
+            case .confirmationCancelled: "confirmationCancelled"
+            case .dismissBlocked: "dismissBlocked"
+            case .dismissed: "dismissed"
+            }
+        }
+    }
+
+    public var seq: UInt64
+    public var at: Timestamp
+    public var kind: Kind
+    /// Set on events a gesture drag produced.
+    public var gesture: GestureResolution?
+
+    public init(seq: UInt64, at: Timestamp, kind: Kind, gesture: GestureResolution? = nil) {
+        self.seq = seq
+        self.at = at
+        self.kind = kind
+        self.gesture = gesture
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case seq, type, at, detent, presentation, from, to, attempted, restoredTo, reason, gesture
+    }
+
+    /// Flat: `{"seq":3,"type":"intercepted","at":"…Z","attempted":"height:300","restoredTo":"medium"}`.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(seq, forKey: .seq)
+        try c.encode(kind.type, forKey: .type)
+        try c.encode(at, forKey: .at)
+        switch kind {
+        case let .presented(detent, presentation):
+            try c.encode(detent, forKey: .detent)
+            try c.encode(presentation, forKey: .presentation)
+        case let .detentChanged(from, to):
+            try c.encode(from, forKey: .from)
+            try c.encode(to, forKey: .to)
+        case let .intercepted(attempted, restoredTo):
+            try c.encode(attempted, forKey: .attempted)
+            try c.encode(restoredTo, forKey: .restoredTo)
+        case let .confirmationCancelled(detent):
+            try c.encode(detent, forKey: .detent)
+        case let .dismissBlocked(attempted):
+            try c.encode(attempted, forKey: .attempted)
+        case let .dismissed(reason):
+            try c.encode(reason, forKey: .reason)
+        }
+        try c.encodeIfPresent(gesture, forKey: .gesture)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        seq = try c.decode(UInt64.self, forKey: .seq)
+        at = try c.decode(Timestamp.self, forKey: .at)
+        gesture = try c.decodeIfPresent(GestureResolution.self, forKey: .gesture)
+        let type = try c.decode(String.self, forKey: .type)
+        switch type {
+        case "presented":
+            kind = .presented(detent: try c.decode(Detent.self, forKey: .detent),
+                              presentation: try c.decode(Int.self, forKey: .presentation))
+        case "detentChanged":
+            kind = .detentChanged(from: try c.decode(Detent.self, forKey: .from),
+                                  to: try c.decode(Detent.self, forKey: .to))
+        case "intercepted":
+            kind = .intercepted(attempted: try c.decode(DragTarget.self, forKey: .attempted),
+                                restoredTo: try c.decode(Detent.self, forKey: .restoredTo))
+        case "confirmationCancelled":
+            kind = .confirmationCancelled(detent: try c.decode(Detent.self, forKey: .detent))
+        case "dismissBlocked":
+            kind = .dismissBlocked(attempted: try c.decode(DragTarget.self, forKey: .attempted))
+        case "dismissed":
+            kind = .dismissed(reason: try c.decode(DismissReason.self, forKey: .reason))
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .type, in: c,
+                                                   debugDescription: "unknown event type \"\(type)\"")
+        }
+    }
+}

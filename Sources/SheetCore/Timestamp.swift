@@ -1,0 +1,141 @@
+/// Milliseconds since 1970-01-01T00:00:00Z, UTC. The caller supplies "now".
+///
+/// The core never reads a clock itself, so the reducer stays deterministic and tests can use a
+/// fixed time. Formatting is done by hand because SheetCore does not import Foundation.
+public struct Timestamp: Hashable, Comparable, Sendable, Codable {
+    public var millisecondsSince1970: Int64
+
+    public init(millisecondsSince1970: Int64) {
+        self.millisecondsSince1970 = millisecondsSince1970
+    }
+
+    /// 0000-01-01T00:00:00.000Z: the earliest instant `rfc3339` can print with four year digits.
+    public static let earliestFormattable = Timestamp(millisecondsSince1970: -62_167_219_200_000)
+    /// 9999-12-31T23:59:59.999Z: the latest instant `rfc3339` can print with four year digits.
+    public static let latestFormattable = Timestamp(millisecondsSince1970: 253_402_300_799_999)
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.millisecondsSince1970 < rhs.millisecondsSince1970
+    }
+
+    /// RFC 3339, UTC, exactly three fraction digits: "2026-11-29T13:28:51.123Z".
+    ///
+    /// Instants outside years 0000–9999 are clamped to that range, so the output always has the
+    /// fixed 24-character shape `init?(rfc3339:)` reads back.
+    public var rfc3339: String {
+        let ms = min(max(millisecondsSince1970, Self.earliestFormattable.millisecondsSince1970),
+                     Self.latestFormattable.millisecondsSince1970)
+        let (days, msOfDay) = floorDivide(ms, 86_400_000)
+        let (year, month, day) = civil(fromDays: days)
+        let millis = Int(msOfDay % 1000)
+        let seconds = Int(msOfDay / 1000)
+        var out = [UInt8](repeating: 0, count: 24)
+        func put(_ value: Int, at offset: Int, digits: Int) {
+            var v = value
+            for i in stride(from: offset + digits - 1, through: offset, by: -1) {
+                out[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
+                v /= 10
+            }
+        }
+        put(Int(year), at: 0, digits: 4)
+        out[4] = UInt8(ascii: "-")
+        put(month, at: 5, digits: 2)
+        out[7] = UInt8(ascii: "-")
+        put(day, at: 8, digits: 2)
+        out[10] = UInt8(ascii: "T")
+        put(seconds / 3600, at: 11, digits: 2)
+        out[13] = UInt8(ascii: ":")
+        put(seconds / 60 % 60, at: 14, digits: 2)
+        out[16] = UInt8(ascii: ":")
+        put(seconds % 60, at: 17, digits: 2)
+        out[19] = UInt8(ascii: ".")
+        put(millis, at: 20, digits: 3)
+        out[23] = UInt8(ascii: "Z")
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Parses exactly the form `rfc3339` prints, so stored sessions read back bit for bit.
+    /// Anything else (offsets, other precisions, leap seconds, impossible dates) is nil.
+    public init?(rfc3339 text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 24,
+              bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+              bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"),
+              bytes[16] == UInt8(ascii: ":"), bytes[19] == UInt8(ascii: "."),
+              bytes[23] == UInt8(ascii: "Z")
+        else { return nil }
+        func number(_ offset: Int, _ digits: Int) -> Int? {
+            var value = 0
+            for i in offset..<(offset + digits) {
+                let b = bytes[i]
+                guard b >= 48, b <= 57 else { return nil }
+                value = value * 10 + Int(b - 48)
+            }
+            return value
+        }
+        guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+              let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
+              let millis = number(20, 3),
+              (1...12).contains(month), day >= 1, day <= daysInMonth(year: year, month: month),
+              hour < 24, minute < 60, second < 60
+        else { return nil }
+        let days = daysFromCivil(year: Int64(year), month: Int64(month), day: Int64(day))
+        let ms = ((days * 24 + Int64(hour)) * 60 + Int64(minute)) * 60 + Int64(second)
+        millisecondsSince1970 = ms * 1000 + Int64(millis)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let value = Timestamp(rfc3339: text) else {
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "expected an RFC 3339 UTC time with milliseconds, got \"\(text)\"")
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rfc3339)
+    }
+}
+
+// Calendar arithmetic after Howard Hinnant's "chrono-Compatible Low-Level Date Algorithms":
+// exact for the proleptic Gregorian calendar with no tables and no Foundation.
+
+private func floorDivide(_ a: Int64, _ b: Int64) -> (quotient: Int64, remainder: Int64) {
+    let q = a / b
+    let r = a % b
+    return r < 0 ? (q - 1, r + b) : (q, r)
+}
+
+private func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+    let y = month <= 2 ? year - 1 : year
+    let era = (y >= 0 ? y : y - 399) / 400
+    let yoe = y - era * 400
+    let doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+    return era * 146_097 + doe - 719_468
+}
+
+private func civil(fromDays days: Int64) -> (year: Int64, month: Int, day: Int) {
+    let z = days + 719_468
+    let era = (z >= 0 ? z : z - 146_096) / 146_097
+    let doe = z - era * 146_097
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+    let mp = (5 * doy + 2) / 153
+    let day = Int(doy - (153 * mp + 2) / 5 + 1)
+    let month = Int(mp < 10 ? mp + 3 : mp - 9)
+    return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
+}
+
+private func daysInMonth(year: Int, month: Int) -> Int {
+    switch month {
+    case 2:
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        return leap ? 29 : 28
+    case 4, 6, 9, 11: return 30
+    default: return 31
+    }
+}
