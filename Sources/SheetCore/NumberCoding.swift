@@ -6,7 +6,8 @@ extension KeyedEncodingContainer {
     mutating func encodeNumber(_ value: Double, forKey key: Key) throws {
         if !value.isFinite {
             try encode(0, forKey: key)
-        } else if value == value.rounded(), abs(value) <= 9_007_199_254_740_992 {
+        } else if abs(value) <= 9_007_199_254_740_992, Double(Int64(value)) == value {
+            // (`Double.rounded()` would pull in libm, which a Foundation-free module does not link.)
             try encode(Int64(value), forKey: key)
         } else {
             try encode(value, forKey: key)
