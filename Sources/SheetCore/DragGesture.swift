@@ -77,7 +77,8 @@ public struct GestureResolution: Hashable, Sendable, Codable {
 extension SheetConfiguration {
     /// Issue 5's rule, from the detent at `index`:
     /// r = h0 − T; p = r − (V / 1000) · d / (1 − d); the nearest of `closed` (0) and the detents'
-    /// heights to p, ties to the taller.
+    /// heights to p, ties to the taller — except that a height shared with the current detent
+    /// lands on the current detent.
     ///
     /// The factor is multiplied before dividing by 1000 (`V · 499 / 1000`) so whole inputs give
     /// exact, readable heights. Choosing by comparing the two neighbours' distances (rather than
@@ -94,7 +95,10 @@ extension SheetConfiguration {
               candidates[chosen + 1].height - projected <= projected - candidates[chosen].height {
             chosen += 1
         }
-        let landing = candidates[chosen].landing
+        // Detents that resolve to the same height as the current one (e.g. `medium` and
+        // `fraction:0.5`) are the same place on screen: landing there keeps the current detent,
+        // so a zero gesture never moves the sheet. Otherwise ties go to the later detent.
+        let landing: Landing = candidates[chosen].height == s.heights[index] ? .detent(index) : candidates[chosen].landing
         let target: DragTarget = switch landing {
         case .closed: .closed
         case .detent(let i): .detent(s.detents[i])
