@@ -1,0 +1,205 @@
+/*
+ * CMicroHTTPD: libmicrohttpd for Swift.
+ *
+ * Swift does not import C variadic functions (MHD_start_daemon, MHD_get_connection_info,
+ * MHD_get_daemon_info, MHD_set_connection_option) nor cast macros (MHD_SIZE_UNKNOWN,
+ * MHD_CONTENT_READER_END_*). These small static inline wrappers give Swift what it needs;
+ * they hold no state of their own.
+ */
+#ifndef SHEETD_CMICROHTTPD_SHIM_H
+#define SHEETD_CMICROHTTPD_SHIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+
+/* Macros Swift does not import. */
+static const uint64_t sheetd_size_unknown = MHD_SIZE_UNKNOWN;
+static const ssize_t sheetd_reader_end_of_stream = MHD_CONTENT_READER_END_OF_STREAM;
+static const ssize_t sheetd_reader_end_with_error = MHD_CONTENT_READER_END_WITH_ERROR;
+
+/* ---- listening socket ------------------------------------------------------------------ */
+
+/* sheetd_listen error kinds */
+enum { SHEETD_LISTEN_OK = 0, SHEETD_LISTEN_INVALID_ADDRESS = 1, SHEETD_LISTEN_BIND_FAILED = 2 };
+
+/*
+ * Creates, binds and listens on a TCP socket for an IPv4 or IPv6 literal.
+ * "::" listens dual stack. Returns the fd, or -1 with *kind and *err set.
+ * *is_ipv6 tells the caller which family it got.
+ */
+static inline int sheetd_listen(const char *host, int port, int backlog,
+                                int *kind, int *err, int *is_ipv6) {
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    struct sockaddr *sa;
+    socklen_t salen;
+    int family;
+    memset(&v4, 0, sizeof v4);
+    memset(&v6, 0, sizeof v6);
+    *kind = SHEETD_LISTEN_OK;
+    *err = 0;
+    *is_ipv6 = 0;
+    if (port < 0 || port > 65535) { *kind = SHEETD_LISTEN_INVALID_ADDRESS; return -1; }
+    if (inet_pton(AF_INET, host, &v4.sin_addr) == 1) {
+        v4.sin_family = AF_INET;
+        v4.sin_port = htons((uint16_t)port);
+        sa = (struct sockaddr *)&v4; salen = sizeof v4; family = AF_INET;
+    } else if (inet_pton(AF_INET6, host, &v6.sin6_addr) == 1) {
+        v6.sin6_family = AF_INET6;
+        v6.sin6_port = htons((uint16_t)port);
+        sa = (struct sockaddr *)&v6; salen = sizeof v6; family = AF_INET6;
+        *is_ipv6 = 1;
+    } else {
+        *kind = SHEETD_LISTEN_INVALID_ADDRESS;
+        return -1;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) { *kind = SHEETD_LISTEN_BIND_FAILED; *err = errno; return -1; }
+    int on = 1, off = 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (family == AF_INET6) {
+        /* "::" means every address, IPv4 included. */
+        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    }
+    if (bind(fd, sa, salen) != 0 || listen(fd, backlog) != 0) {
+        *kind = SHEETD_LISTEN_BIND_FAILED;
+        *err = errno;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The port a socket is bound to, or -1. */
+static inline int sheetd_socket_port(int fd) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) return -1;
+    if (ss.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
+}
+
+static inline int sheetd_set_send_buffer(int fd, int bytes) {
+    return setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
+/* ---- daemon ------------------------------------------------------------------------------ */
+
+typedef void (*sheetd_log_fn)(void *ctx, const char *message);
+
+/* The error-log sink: libmicrohttpd's printf-style messages, formatted, to a plain callback. */
+struct sheetd_log_sink {
+    sheetd_log_fn fn;
+    void *ctx;
+};
+
+static inline void sheetd_log_trampoline(void *cls, const char *fmt, va_list ap) {
+    struct sheetd_log_sink *sink = (struct sheetd_log_sink *)cls;
+    char buffer[1024];
+    int n = vsnprintf(buffer, sizeof buffer, fmt, ap);
+    if (n < 0) return;
+    /* libmicrohttpd ends most messages with a newline; the sink gets lines without it. */
+    size_t len = strlen(buffer);
+    while (len > 0 && (buffer[len - 1] == '\n' || buffer[len - 1] == '\r')) buffer[--len] = '\0';
+    if (sink != NULL && sink->fn != NULL) sink->fn(sink->ctx, buffer);
+}
+
+struct sheetd_daemon_options {
+    int listen_fd;
+    unsigned int extra_flags;         /* ORed into the fixed flags below */
+    unsigned int thread_pool_size;    /* <= 1: a single internal thread */
+    unsigned int connection_timeout;  /* seconds, 0 = none */
+    unsigned int connection_limit;
+    unsigned int per_ip_connection_limit; /* 0 = none */
+    size_t connection_memory_limit;
+    MHD_AccessHandlerCallback access_handler;
+    void *access_handler_cls;
+    MHD_RequestCompletedCallback completed;
+    void *completed_cls;
+    MHD_NotifyConnectionCallback notify_connection;
+    void *notify_connection_cls;
+    struct sheetd_log_sink *log_sink; /* must outlive the daemon */
+};
+
+/*
+ * Starts a daemon on an already listening socket with
+ * MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG.
+ * Options are passed as one MHD_OPTION_ARRAY so zero-valued ones can be left out.
+ */
+static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_options *o) {
+    struct MHD_OptionItem items[12];
+    unsigned int n = 0;
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, (intptr_t)o->listen_fd, NULL };
+    if (o->thread_pool_size > 1)
+        items[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)o->thread_pool_size, NULL };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->connection_timeout, NULL };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, (intptr_t)o->connection_limit, NULL };
+    if (o->per_ip_connection_limit > 0)
+        items[n++] = (struct MHD_OptionItem){ MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)o->per_ip_connection_limit, NULL };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->connection_memory_limit, NULL };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)o->completed, o->completed_cls };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)o->notify_connection, o->notify_connection_cls };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&sheetd_log_trampoline, o->log_sink };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
+                         | o->extra_flags;
+    return MHD_start_daemon(flags, 0, NULL, NULL, o->access_handler, o->access_handler_cls,
+                            MHD_OPTION_ARRAY, items, MHD_OPTION_END);
+}
+
+/* The port the daemon listens on (MHD_DAEMON_INFO_BIND_PORT), or 0. */
+static inline int sheetd_daemon_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : (int)info->port;
+}
+
+/* ---- connection ------------------------------------------------------------------------ */
+
+/* Writes the client's address (no port) as text into buf; returns its length or -1. */
+static inline int sheetd_client_address(struct MHD_Connection *connection, char *buf, size_t len) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL || len == 0) return -1;
+    const struct sockaddr *sa = info->client_addr;
+    const char *ok = NULL;
+    if (sa->sa_family == AF_INET) {
+        ok = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) {
+            /* A dual-stack socket reports IPv4 clients as ::ffff:a.b.c.d; show them as IPv4. */
+            ok = inet_ntop(AF_INET, &a6->s6_addr[12], buf, (socklen_t)len);
+        } else {
+            ok = inet_ntop(AF_INET6, a6, buf, (socklen_t)len);
+        }
+    }
+    if (ok == NULL) return -1;
+    return (int)strlen(buf);
+}
+
+/* The connection's socket, or -1. */
+static inline int sheetd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : (int)info->connect_fd;
+}
+
+/* MHD_set_connection_option(MHD_CONNECTION_OPTION_TIMEOUT, seconds). */
+static inline enum MHD_Result sheetd_set_connection_timeout(struct MHD_Connection *connection,
+                                                            unsigned int seconds) {
+    return MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+#endif /* SHEETD_CMICROHTTPD_SHIM_H */

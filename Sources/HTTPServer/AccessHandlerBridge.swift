@@ -1,0 +1,325 @@
+import CMicroHTTPD
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The bridge from libmicrohttpd's synchronous access handler to async Swift.
+//
+// Per request (keep-alive, small POST): first call (head) → body call(s) → final call: suspend,
+// start a Task → the responder answers on the Swift executor, stores the answer,
+// MHD_resume_connection → the connection's thread is woken and the handler's next call queues
+// the answer. Two thread hops: libmicrohttpd thread → Swift executor → libmicrohttpd thread.
+
+// MARK: - C entry points (they capture nothing; context travels in `cls`)
+
+/// MHD_AccessHandlerCallback. `cls` is the ServerCore (retained by HTTPServer while the daemon runs).
+let accessHandlerCallback: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+    guard let cls, let connection, let uploadDataSize, let conCls else { return MHD_Result.NO }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    if let existing = conCls.pointee {
+        let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
+        return core.continueRequest(context, uploadData: uploadData, uploadDataSize: uploadDataSize)
+    }
+    return core.beginRequest(connection: connection, url: url, method: method, conCls: conCls)
+}
+
+/// MHD_RequestCompletedCallback: called for every request whose handler ran, also when the client
+/// went away. Releases the RequestContext retained in `beginRequest`.
+let requestCompletedCallback: MHD_RequestCompletedCallback = { cls, _, conCls, toe in
+    guard let cls, let conCls, let raw = conCls.pointee else { return }
+    conCls.pointee = nil
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    // Balances the passRetained in `beginRequest`.
+    let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+    // 0: MHD_REQUEST_TERMINATED_COMPLETED_OK (a plain C enum in Swift)
+    core.requestCompleted(context, normally: toe.rawValue == 0)
+}
+
+/// MHD_NotifyConnectionCallback: counts open connections.
+let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, _, _, toe in
+    guard let cls else { return }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    if toe.rawValue == 0 { // MHD_CONNECTION_NOTIFY_STARTED
+        core.openConnections.add(1, ordering: .relaxed)
+    } else {
+        core.openConnections.subtract(1, ordering: .relaxed)
+    }
+}
+
+/// sheetd_log_fn: libmicrohttpd's formatted error messages.
+let errorLogCallback: sheetd_log_fn = { ctx, message in
+    guard let ctx, let message else { return }
+    let core = Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue()
+    core.errorLog(String(cString: message))
+}
+
+/// MHD_ContentReaderCallback for streams. `cls` is the HTTPStream retained in `makeMHDResponse`.
+let streamReaderCallback: MHD_ContentReaderCallback = { cls, _, buffer, max in
+    guard let cls, let buffer else { return sheetd_reader_end_with_error }
+    let stream = Unmanaged<HTTPStream>.fromOpaque(cls).takeUnretainedValue()
+    return stream.read(into: buffer, max: max)
+}
+
+/// MHD_ContentReaderFreeCallback for streams: the response is gone.
+let streamFreeCallback: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    // Balances the passRetained in `makeMHDResponse`.
+    let stream = Unmanaged<HTTPStream>.fromOpaque(cls).takeRetainedValue()
+    stream.responseReleased()
+}
+
+/// Collects header name/value pairs from MHD_get_connection_values.
+private let collectHeadersCallback: MHD_KeyValueIterator = { cls, _, key, value in
+    guard let cls else { return MHD_Result.NO }
+    let pairs = cls.assumingMemoryBound(to: [(name: String, value: String)].self)
+    pairs.pointee.append((
+        name: key.map { String(cString: $0) } ?? "",
+        value: value.map { String(cString: $0) } ?? ""
+    ))
+    return MHD_Result.YES
+}
+
+/// Collects query arguments from MHD_get_connection_values.
+private let collectPairsCallback: MHD_KeyValueIterator = { cls, _, key, value in
+    guard let cls else { return MHD_Result.NO }
+    let pairs = cls.assumingMemoryBound(to: [(String, String)].self)
+    pairs.pointee.append((
+        key.map { String(cString: $0) } ?? "",
+        value.map { String(cString: $0) } ?? ""
+    ))
+    return MHD_Result.YES
+}
+
+// MARK: - Request handling (on the connection's libmicrohttpd thread)
+
+extension ServerCore {
+    /// First call: the head is in. Build it, check the limits, ask preflight.
+    func beginRequest(
+        connection: OpaquePointer,
+        url: UnsafePointer<CChar>?,
+        method: UnsafePointer<CChar>?,
+        conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        let started = ContinuousClock.now
+        let headerCount = Int(MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, nil, nil))
+        let head = makeHead(connection: connection, url: url, method: method)
+        let context = RequestContext(connection: connection, started: started, limits: limits, head: head)
+        // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
+        // every request whose access handler ran.
+        conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+        requestsInProgress.add(1, ordering: .relaxed)
+
+        var contentLength: Int?
+        if let text = head.headers["Content-Length"] {
+            contentLength = parseContentLength(text)
+        }
+        let action = context.machine.headReceived(
+            headerCount: headerCount,
+            contentLength: contentLength,
+            shuttingDown: isStopping.load(ordering: .relaxed)
+        )
+        switch action {
+        case .reject(let rejection):
+            let response = rejection == .serviceUnavailable
+                ? shutdownAnswer(head) : responder.rejection(rejection, head: head)
+            return queue(response, for: context)
+        case .proceed:
+            if let early = responder.preflight(head) {
+                context.machine.answeredEarly()
+                return queue(early, for: context)
+            }
+            if let contentLength, contentLength > 0 {
+                context.body.reserveCapacity(contentLength)
+            }
+            return MHD_Result.YES
+        }
+    }
+
+    /// Body chunks, the final call, and the call after a resume.
+    func continueRequest(
+        _ context: RequestContext,
+        uploadData: UnsafePointer<CChar>?,
+        uploadDataSize: UnsafeMutablePointer<Int>
+    ) -> MHD_Result {
+        let size = uploadDataSize.pointee
+        if size > 0 {
+            uploadDataSize.pointee = 0
+            context.bytesIn += size
+            switch context.machine.bodyChunk(count: size) {
+            case .append:
+                if let uploadData {
+                    context.body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: size))
+                }
+                return MHD_Result.YES
+            case .discard:
+                if context.body.capacity > 0 { context.body = [] }
+                return MHD_Result.YES
+            case .abort:
+                errorLog("closing a connection whose chunked body went far past the \(limits.maxBodySize)-byte limit")
+                return MHD_Result.NO
+            }
+        }
+        switch context.machine.requestComplete() {
+        case .respond:
+            return suspendAndRespond(context)
+        case .reject(let rejection):
+            return queue(responder.rejection(rejection, head: context.head), for: context)
+        case .queueAnswer:
+            guard let answer = context.takeAnswer() else {
+                errorLog("resumed request without an answer: closing the connection")
+                context.machine.fail()
+                return MHD_Result.NO
+            }
+            return queue(answer, for: context)
+        case .abort:
+            errorLog("unexpected access-handler call for \(context.head.method) \(context.head.path): closing the connection")
+            return MHD_Result.NO
+        }
+    }
+
+    /// Final call: suspend the connection and let a Task run the responder.
+    private func suspendAndRespond(_ context: RequestContext) -> MHD_Result {
+        let request = HTTPRequest(head: context.head, body: context.body)
+        context.body = []
+        context.deadline = context.started + suspendedRequestDeadline
+        // Suspend before anyone else can see the context: every resolver then resumes after this.
+        suspensionBegan()
+        MHD_suspend_connection(context.connection)
+        guard registry.add(context) else {
+            // Shutdown closed the registry: answer 503 ourselves (resumes the connection).
+            context.resolve(shutdownAnswer(context.head), core: self)
+            return MHD_Result.YES
+        }
+        let responder = self.responder
+        Task {
+            let response = await responder.respond(to: request)
+            context.resolve(response, core: self)
+        }
+        return MHD_Result.YES
+    }
+
+    /// NOTIFY_COMPLETED: the request is over.
+    func requestCompleted(_ context: RequestContext, normally: Bool) {
+        requestsInProgress.subtract(1, ordering: .releasing)
+        context.cancel()
+        var bytesOut = context.bytesOut
+        if let stream = context.stream {
+            bytesOut = stream.bytesSent
+        }
+        responder.completed(HTTPExchangeRecord(
+            head: context.head,
+            status: context.status,
+            bytesIn: context.bytesIn,
+            bytesOut: bytesOut,
+            started: context.started,
+            finished: .now,
+            completedNormally: normally
+        ))
+    }
+
+    // MARK: - Answers
+
+    /// Builds the libmicrohttpd response and queues it on the request's connection.
+    private func queue(_ response: HTTPResponse, for context: RequestContext) -> MHD_Result {
+        let status = (100...999).contains(response.status) ? response.status : 500
+        if status != response.status {
+            errorLog("invalid status \(response.status) for \(context.head.method) \(context.head.path): answering 500")
+        }
+        guard let mhdResponse = makeMHDResponse(response, for: context) else {
+            errorLog("could not create a response for \(context.head.method) \(context.head.path)")
+            context.machine.fail()
+            return MHD_Result.NO
+        }
+        for (name, value) in response.headers {
+            let added = name.withCString { n in value.withCString { v in MHD_add_response_header(mhdResponse, n, v) } }
+            if added != MHD_Result.YES {
+                errorLog("libmicrohttpd refused response header \(name)")
+            }
+        }
+        context.status = status
+        let result = MHD_queue_response(context.connection, UInt32(status), mhdResponse)
+        MHD_destroy_response(mhdResponse)
+        if result != MHD_Result.YES {
+            errorLog("MHD_queue_response failed for \(context.head.method) \(context.head.path)")
+            context.machine.fail()
+        }
+        return result
+    }
+
+    private func makeMHDResponse(_ response: HTTPResponse, for context: RequestContext) -> OpaquePointer? {
+        switch response.body {
+        case .bytes(let bytes):
+            context.bytesOut = bytes.count
+            if bytes.isEmpty {
+                return MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode.RESPMEM_PERSISTENT)
+            }
+            return bytes.withUnsafeBytes { raw in
+                MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
+            }
+        case .stream(let stream):
+            // Released in streamFreeCallback, which libmicrohttpd calls when it destroys the
+            // response (also when creation fails below: then we release it here).
+            let cls = Unmanaged.passRetained(stream).toOpaque()
+            guard let mhdResponse = MHD_create_response_from_callback(
+                sheetd_size_unknown, 4096, streamReaderCallback, cls, streamFreeCallback)
+            else {
+                Unmanaged<HTTPStream>.fromOpaque(cls).release()
+                stream.abandon()
+                return nil
+            }
+            context.stream = stream
+            stream.attach(connection: context.connection, core: self)
+            if !registry.add(stream) {
+                // Shutting down: send what is queued, then end.
+                stream.finish()
+            }
+            let fd = sheetd_connection_fd(context.connection)
+            if fd >= 0 && streamSendBufferSize > 0 {
+                _ = sheetd_set_send_buffer(fd, streamSendBufferSize)
+            }
+            return mhdResponse
+        }
+    }
+
+    // MARK: - Head
+
+    private func makeHead(connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?) -> HTTPRequestHead {
+        var headers: [(name: String, value: String)] = []
+        withUnsafeMutablePointer(to: &headers) { pointer in
+            _ = MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, collectHeadersCallback, pointer)
+        }
+        var query: [(String, String)] = []
+        withUnsafeMutablePointer(to: &query) { pointer in
+            _ = MHD_get_connection_values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, collectPairsCallback, pointer)
+        }
+        let clientAddress = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer -> String in
+            guard let base = buffer.baseAddress, sheetd_client_address(connection, base, 64) > 0 else { return "" }
+            return String(cString: base)
+        }
+        return HTTPRequestHead(
+            method: HTTPMethod(rawValue: method.map { String(cString: $0) } ?? ""),
+            path: url.map { String(cString: $0) } ?? "/",
+            query: query,
+            headers: HTTPHeaders(storage: headers),
+            clientAddress: clientAddress
+        )
+    }
+}
+
+/// Content-Length as libmicrohttpd accepted it (it refuses malformed ones itself with 400).
+/// Values too large for Int count as "too large" (Int.max).
+func parseContentLength(_ text: String) -> Int? {
+    var value = 0
+    var sawDigit = false
+    for byte in text.utf8 {
+        if byte == 0x20 || byte == 0x09 { if sawDigit { break } else { continue } }
+        guard byte >= 0x30 && byte <= 0x39 else { return nil }
+        sawDigit = true
+        let (m, o1) = value.multipliedReportingOverflow(by: 10)
+        let (a, o2) = m.addingReportingOverflow(Int(byte - 0x30))
+        if o1 || o2 { return Int.max }
+        value = a
+    }
+    return sawDigit ? value : nil
+}

@@ -1,0 +1,116 @@
+/// An HTTP request method ("GET", "POST", ...). Any token is allowed.
+public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let get = HTTPMethod(rawValue: "GET")
+    public static let post = HTTPMethod(rawValue: "POST")
+    public static let put = HTTPMethod(rawValue: "PUT")
+    public static let delete = HTTPMethod(rawValue: "DELETE")
+    public static let head = HTTPMethod(rawValue: "HEAD")
+    public static let options = HTTPMethod(rawValue: "OPTIONS")
+    public static let patch = HTTPMethod(rawValue: "PATCH")
+
+    public var description: String { rawValue }
+}
+
+/// The head of a request, known on libmicrohttpd's first call (before the body).
+public struct HTTPRequestHead: Sendable {
+    public var method: HTTPMethod
+    /// Decoded path, without query ("/sessions/abc/drag").
+    public var path: String
+    /// Decoded query arguments, in order. An argument without "=" has the value "".
+    public var query: [(String, String)]
+    public var headers: HTTPHeaders
+    /// "127.0.0.1" / "::1" (no port). IPv4 clients of a dual-stack socket appear as IPv4.
+    public var clientAddress: String
+
+    public init(
+        method: HTTPMethod,
+        path: String,
+        query: [(String, String)] = [],
+        headers: HTTPHeaders = HTTPHeaders(),
+        clientAddress: String = ""
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.clientAddress = clientAddress
+    }
+
+    /// The first value of query argument `name` (exact match).
+    public func queryValue(_ name: String) -> String? {
+        for (key, value) in query where key == name { return value }
+        return nil
+    }
+}
+
+public struct HTTPRequest: Sendable {
+    public var head: HTTPRequestHead
+    /// The complete body (possibly empty).
+    public var body: [UInt8]
+
+    public init(head: HTTPRequestHead, body: [UInt8] = []) {
+        self.head = head
+        self.body = body
+    }
+}
+
+public struct HTTPResponse: Sendable {
+    public enum Body: Sendable {
+        case bytes([UInt8])
+        /// Chunked, unknown length (Server-Sent Events).
+        case stream(HTTPStream)
+    }
+
+    public var status: Int
+    /// The server adds nothing but what libmicrohttpd adds (Date, Content-Length / chunked).
+    public var headers: HTTPHeaders
+    public var body: Body
+
+    public init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: Body = .bytes([])) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Why the HTTP layer refused a request before the application saw it. The application turns
+/// each into its own error answer (`HTTPResponder.rejection(_:head:)`).
+public enum HTTPRejection: Sendable, Hashable {
+    /// Content-Length over the limit (refused without reading), or a chunked body that grows past it.
+    case payloadTooLarge(limit: Int)
+    /// More header lines than allowed: the application answers 431.
+    case tooManyHeaders(limit: Int)
+    /// Shutting down (also: a responder that overran `suspendedRequestDeadline`, unless the
+    /// responder overrides `deadlineExceeded(_:)`).
+    case serviceUnavailable
+}
+
+/// One finished exchange, for logs and metrics.
+public struct HTTPExchangeRecord: Sendable {
+    public var head: HTTPRequestHead
+    /// The status of the answer that was queued; 0 when none was (the client went away first).
+    public var status: Int
+    public var bytesIn: Int
+    /// Body bytes of the answer (for streams: bytes handed to libmicrohttpd).
+    public var bytesOut: Int
+    public var started: ContinuousClock.Instant
+    public var finished: ContinuousClock.Instant
+    /// False when the client went away / timeout / error.
+    public var completedNormally: Bool
+
+    public init(
+        head: HTTPRequestHead, status: Int, bytesIn: Int, bytesOut: Int,
+        started: ContinuousClock.Instant, finished: ContinuousClock.Instant, completedNormally: Bool
+    ) {
+        self.head = head
+        self.status = status
+        self.bytesIn = bytesIn
+        self.bytesOut = bytesOut
+        self.started = started
+        self.finished = finished
+        self.completedNormally = completedNormally
+    }
+}

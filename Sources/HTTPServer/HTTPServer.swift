@@ -1,0 +1,259 @@
+import CMicroHTTPD
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An HTTP/1.1 server on libmicrohttpd (epoll, internal thread pool). Requests are answered by an
+/// `HTTPResponder` in Swift tasks while their connections are suspended; no libmicrohttpd thread
+/// waits for Swift code.
+///
+/// Life cycle: `init` → `start()` (once) → `shutdown(grace:)`. A server released while running
+/// shuts itself down in the background with no grace.
+public final class HTTPServer: Sendable {
+    /// The resources of a running daemon.
+    // @unchecked Sendable: `daemon` and `logSink` are raw pointers owned by this value; it lives in
+    // the `lifecycle` mutex while running, and exactly one shutdown takes it out and frees them.
+    private struct Running: @unchecked Sendable {
+        let daemon: OpaquePointer
+        let listenFD: Int32
+        /// passRetained in `start()`; released in `stop` after MHD_stop_daemon returned (no
+        /// callback can run any more then).
+        let coreReference: Unmanaged<ServerCore>
+        /// Allocated in `start()`; freed in `stop` after MHD_stop_daemon.
+        let logSink: UnsafeMutablePointer<sheetd_log_sink>
+        let sweeper: Task<Void, Never>
+    }
+
+    private enum Lifecycle {
+        case idle
+        case running(Running)
+        case stopping([CheckedContinuation<Void, Never>])
+        case stopped
+    }
+
+    public let configuration: HTTPServerConfiguration
+    private let core: ServerCore
+    private let lifecycle = Mutex<Lifecycle>(.idle)
+    private let port = Atomic<Int>(0)
+
+    public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {
+        self.configuration = configuration
+        self.core = ServerCore(configuration: configuration, responder: responder)
+    }
+
+    deinit {
+        let leftover = lifecycle.withLock { state -> Running? in
+            if case .running(let running) = state {
+                state = .stopped
+                return running
+            }
+            return nil
+        }
+        if let leftover {
+            let core = self.core
+            Task.detached { await Self.stop(leftover, core: core, grace: .zero) }
+        }
+    }
+
+    /// Binds and starts serving. Returns the bound port (useful with port 0).
+    public func start() throws(HTTPServerError) -> Int {
+        try lifecycle.withLock { state throws(HTTPServerError) -> Int in
+            guard case .idle = state else {
+                throw HTTPServerError(code: .startFailed, message: "the server was already started")
+            }
+            let running = try startDaemon()
+            state = .running(running)
+            let bound = Int(sheetd_socket_port(running.listenFD))
+            port.store(bound, ordering: .releasing)
+            return bound
+        }
+    }
+
+    /// The bound port (0 before `start()`).
+    public var boundPort: Int { port.load(ordering: .acquiring) }
+
+    /// Open connections now (for metrics).
+    public var openConnections: Int { core.openConnections.load(ordering: .relaxed) }
+
+    /// Requests between their head and their completion now (for metrics; added to the contract).
+    public var requestsInProgress: Int { core.requestsInProgress.load(ordering: .relaxed) }
+
+    /// Graceful stop: stop accepting at once (MHD_quiesce_daemon); end every open HTTPStream;
+    /// let requests in flight finish for up to `grace`; answer 503 to any still waiting for
+    /// their responder and resume every suspended connection; give those answers a moment to go
+    /// out; then MHD_stop_daemon on a plain thread; then close the listening socket. New requests
+    /// arriving on open connections meanwhile get 503 with `Connection: close`. Idempotent:
+    /// later calls wait for the first one to finish.
+    public func shutdown(grace: Duration) async {
+        let running = lifecycle.withLock { state -> Running? in
+            switch state {
+            case .running(let running):
+                state = .stopping([])
+                return running
+            case .idle:
+                state = .stopped
+                return nil
+            case .stopping, .stopped:
+                return nil
+            }
+        }
+        guard let running else {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let finished = lifecycle.withLock { state -> Bool in
+                    if case .stopping(var waiters) = state {
+                        waiters.append(continuation)
+                        state = .stopping(waiters)
+                        return false
+                    }
+                    return true
+                }
+                if finished { continuation.resume() }
+            }
+            return
+        }
+        await Self.stop(running, core: core, grace: grace)
+        let waiters = lifecycle.withLock { state -> [CheckedContinuation<Void, Never>] in
+            defer { state = .stopped }
+            if case .stopping(let waiters) = state { return waiters }
+            return []
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: - Start
+
+    private func startDaemon() throws(HTTPServerError) -> Running {
+        let config = configuration
+        var kind: Int32 = 0
+        var err: Int32 = 0
+        var isIPv6: Int32 = 0
+        let fd = sheetd_listen(config.host, Int32(clamping: config.port), Int32(clamping: max(1, config.listenBacklog)),
+                               &kind, &err, &isIPv6)
+        if fd < 0 {
+            if kind == Int32(SHEETD_LISTEN_INVALID_ADDRESS) {
+                throw HTTPServerError(code: .invalidAddress,
+                                      message: "'\(config.host)' port \(config.port) is not an IPv4/IPv6 literal and port")
+            }
+            throw HTTPServerError(code: .bindFailed,
+                                  message: "cannot listen on \(config.host) port \(config.port): \(String(cString: strerror(err)))")
+        }
+
+        // Released in `stop` after MHD_stop_daemon (or below if the daemon does not start).
+        let coreReference = Unmanaged.passRetained(core)
+        let corePointer = coreReference.toOpaque()
+        let logSink = UnsafeMutablePointer<sheetd_log_sink>.allocate(capacity: 1)
+        logSink.initialize(to: sheetd_log_sink(fn: errorLogCallback, ctx: corePointer))
+
+        var options = sheetd_daemon_options()
+        options.listen_fd = fd
+        options.extra_flags = 0
+        _ = isIPv6
+        options.thread_pool_size = UInt32(clamping: max(1, config.threads))
+        options.connection_timeout = UInt32(clamping: wholeSecondsRoundedUp(config.connectionTimeout))
+        options.connection_limit = UInt32(clamping: max(1, config.maxConnections))
+        options.per_ip_connection_limit = UInt32(clamping: max(0, config.maxConnectionsPerClient))
+        options.connection_memory_limit = max(2048, config.connectionMemoryLimit)
+        options.access_handler = accessHandlerCallback
+        options.access_handler_cls = corePointer
+        options.completed = requestCompletedCallback
+        options.completed_cls = corePointer
+        options.notify_connection = notifyConnectionCallback
+        options.notify_connection_cls = corePointer
+        options.log_sink = logSink
+
+        guard let daemon = sheetd_start_daemon(&options) else {
+            close(fd)
+            coreReference.release()
+            logSink.deinitialize(count: 1)
+            logSink.deallocate()
+            throw HTTPServerError(code: .startFailed,
+                                  message: "libmicrohttpd did not start (threads \(config.threads), memory limit \(config.connectionMemoryLimit))")
+        }
+
+        let core = self.core
+        let tick = Self.sweepInterval(for: config.suspendedRequestDeadline)
+        let sweeper = Task.detached {
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: tick) } catch { return }
+                core.sweepDeadlines()
+            }
+        }
+        return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, sweeper: sweeper)
+    }
+
+    static func sweepInterval(for deadline: Duration) -> Duration {
+        let interval = deadline / 20
+        if interval < .milliseconds(10) { return .milliseconds(10) }
+        if interval > .seconds(1) { return .seconds(1) }
+        return interval
+    }
+
+    // MARK: - Stop
+
+    private static func stop(_ running: Running, core: ServerCore, grace: Duration) async {
+        let clock = ContinuousClock()
+        let graceEnd = clock.now + max(.zero, grace)
+        core.isStopping.store(true, ordering: .sequentiallyConsistent)
+
+        // 1. Stop accepting. libmicrohttpd hands the listening socket back to us.
+        let quiescedFD = MHD_quiesce_daemon(running.daemon)
+
+        // 2. Streams have no natural end: end them now (queued bytes still go out).
+        for stream in core.registry.closeStreams() { stream.finish() }
+
+        // 3. Requests in flight get up to `grace` to finish.
+        while core.requestsInProgress.load(ordering: .acquiring) > 0 && clock.now < graceEnd {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+
+        // 4. Whatever still waits for its responder gets 503; no new suspension from here on.
+        let (requests, streams) = core.registry.close()
+        running.sweeper.cancel()
+        for request in requests { request.resolve(core.shutdownAnswer(request.head), core: core) }
+        for stream in streams { stream.finish() }
+
+        // 5. Every suspended connection must be resumed before MHD_stop_daemon (it aborts the
+        //    process otherwise). Resolvers that won a race resume right after winning.
+        let resumeDeadline = clock.now + .seconds(5)
+        while core.unresumedSuspensions.load(ordering: .acquiring) > 0 && clock.now < resumeDeadline {
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        if core.unresumedSuspensions.load(ordering: .acquiring) > 0 {
+            core.errorLog("shutdown: \(core.unresumedSuspensions.load(ordering: .relaxed)) connection(s) still suspended; leaving the daemon running rather than aborting in MHD_stop_daemon")
+            return
+        }
+
+        // 6. Give the 503s and final chunks a moment to reach their clients.
+        let flushEnd = clock.now + .milliseconds(250)
+        while core.requestsInProgress.load(ordering: .acquiring) > 0 && clock.now < flushEnd {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+
+        // 7. Stop the daemon from a plain thread (it joins libmicrohttpd's threads).
+        // @unchecked Sendable wrapper: the daemon pointer is used by this one call only.
+        let daemon = DaemonHandle(pointer: running.daemon)
+        await runOnPlainThread { MHD_stop_daemon(daemon.pointer) }
+
+        // 8. Close the listening socket quiesce returned (libmicrohttpd no longer owns it).
+        if quiescedFD >= 0 { close(quiescedFD) }
+
+        running.logSink.deinitialize(count: 1)
+        running.logSink.deallocate()
+        running.coreReference.release()
+    }
+}
+
+/// The daemon pointer, carried to the plain thread that stops it.
+// @unchecked Sendable: it crosses to exactly one thread, which calls MHD_stop_daemon, after
+// every other user of the pointer (callbacks, quiesce) is done.
+private struct DaemonHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+func wholeSecondsRoundedUp(_ duration: Duration) -> Int {
+    let (seconds, attoseconds) = duration.components
+    if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 1 }
+    return Int(clamping: seconds) + (attoseconds > 0 ? 1 : 0)
+}

@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+public struct HTTPServerConfiguration: Sendable {
+    /// IPv4 or IPv6 literal, or "0.0.0.0" / "::" ("::" also accepts IPv4).
+    public var host: String = "127.0.0.1"
+    /// 0: a free port (read it from `start()` / `boundPort`).
+    public var port: Int = 8080
+    /// libmicrohttpd thread pool size (epoll).
+    public var threads: Int = 2
+    /// Idle / slowloris cut-off, rounded up to whole seconds (libmicrohttpd's unit).
+    public var connectionTimeout: Duration = .seconds(30)
+    public var maxConnections: Int = 10_000
+    public var maxConnectionsPerClient: Int = 2_000
+    /// Per-connection memory pool; bounds the request head: libmicrohttpd itself answers
+    /// 431 (headers) or 414 (request line) when the head does not fit.
+    public var connectionMemoryLimit: Int = 16 * 1024
+    public var maxBodySize: Int = 64 * 1024
+    public var maxHeaderCount: Int = 100
+    /// SO_SNDBUF for streaming answers.
+    public var streamSendBufferSize: Int = 16 * 1024
+    /// A responder that takes longer gets `deadlineExceeded` (503 by default): nothing hangs.
+    public var suspendedRequestDeadline: Duration = .seconds(60)
+    /// Where libmicrohttpd's own error messages and the server's internal errors go.
+    /// Default (nil): one line each on standard error.
+    public var errorLog: (@Sendable (String) -> Void)?
+    /// listen(2) backlog (added to the contract).
+    public var listenBacklog: Int = 1024
+
+    public init() {}
+}
+
+/// The default error sink: one line on standard error.
+func writeToStandardError(_ line: String) {
+    var text = line
+    text.append("\n")
+    text.withCString { pointer in
+        _ = write(2, pointer, strlen(pointer))
+    }
+}

@@ -1,0 +1,62 @@
+import CMicroHTTPD
+import Synchronization
+
+/// What the libmicrohttpd callbacks see through their `cls` pointer: configuration, responder,
+/// counters and the suspension registry of one running daemon.
+final class ServerCore: Sendable {
+    let configuration: HTTPServerConfiguration
+    let responder: any HTTPResponder
+    let limits: RequestStateMachine.Limits
+    let registry = SuspensionRegistry()
+    let errorLog: @Sendable (String) -> Void
+
+    /// TCP connections open now (NOTIFY_CONNECTION).
+    let openConnections = Atomic<Int>(0)
+    /// Requests between their first access-handler call and NOTIFY_COMPLETED.
+    let requestsInProgress = Atomic<Int>(0)
+    /// Connections suspended and not yet resumed. `MHD_stop_daemon` aborts the process if any
+    /// connection is suspended; shutdown waits for this to reach 0 first.
+    let unresumedSuspensions = Atomic<Int>(0)
+    /// Set when shutdown begins: new requests are refused with 503 + Connection: close.
+    let isStopping = Atomic<Bool>(false)
+
+    let suspendedRequestDeadline: Duration
+    let streamSendBufferSize: Int32
+
+    init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {
+        self.configuration = configuration
+        self.responder = responder
+        self.limits = RequestStateMachine.Limits(
+            maxBodySize: max(0, configuration.maxBodySize),
+            maxHeaderCount: max(0, configuration.maxHeaderCount),
+            maxDiscardedBytes: max(1 << 20, configuration.maxBodySize)
+        )
+        self.errorLog = configuration.errorLog ?? { writeToStandardError("HTTPServer: \($0)") }
+        self.suspendedRequestDeadline = configuration.suspendedRequestDeadline
+        self.streamSendBufferSize = Int32(clamping: configuration.streamSendBufferSize)
+    }
+
+    @inline(__always)
+    func suspensionBegan() {
+        unresumedSuspensions.add(1, ordering: .relaxed)
+    }
+
+    @inline(__always)
+    func suspensionEnded() {
+        unresumedSuspensions.subtract(1, ordering: .releasing)
+    }
+
+    /// Answers every suspended request whose responder overran its deadline.
+    func sweepDeadlines(now: ContinuousClock.Instant = .now) {
+        for request in registry.sweep(now: now) {
+            request.resolve(responder.deadlineExceeded(request.head), core: self)
+        }
+    }
+
+    /// The answer given when shutdown refuses or cuts a request.
+    func shutdownAnswer(_ head: HTTPRequestHead) -> HTTPResponse {
+        var response = responder.rejection(.serviceUnavailable, head: head)
+        response.headers.replace("Connection", "close")
+        return response
+    }
+}

@@ -1,0 +1,137 @@
+import HTTPServer
+import Synchronization
+import Testing
+
+/// What the test responder saw (streams closed, exchanges completed).
+final class Probe: Sendable {
+    struct State {
+        var streamsClosed: [String] = []
+        var records: [HTTPExchangeRecord] = []
+        var respondCalls = 0
+    }
+
+    let state = Mutex(State())
+
+    var streamsClosed: [String] { state.withLock { $0.streamsClosed } }
+    var records: [HTTPExchangeRecord] { state.withLock { $0.records } }
+    var respondCalls: Int { state.withLock { $0.respondCalls } }
+
+    /// Polls `condition` for up to `timeout`.
+    func wait(for timeout: Duration = .seconds(5), _ condition: (Probe) -> Bool) async -> Bool {
+        let end = ContinuousClock.now + timeout
+        while ContinuousClock.now < end {
+            if condition(self) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition(self)
+    }
+}
+
+/// Routes:
+/// - `/echo`: 200, the request body back; X-Method, X-Path, X-Query, X-Client, X-Header-Count.
+/// - `/slow?ms=N`: answers after N ms.
+/// - `/stream?n=K&ms=M`: a stream of K lines written every M ms, then the end.
+/// - `/forever?ms=M&id=ID`: a stream written every M ms until the client goes (onClose records ID).
+/// - `/idle-stream?id=ID`: a stream that never writes (held until shutdown).
+/// - `/early`: refused by preflight with 404 (before the body).
+struct TestResponder: HTTPResponder {
+    let probe: Probe
+
+    func preflight(_ head: HTTPRequestHead) -> HTTPResponse? {
+        if head.path == "/early" {
+            return HTTPResponse(status: 404, headers: ["X-Early": "yes"], body: .bytes(Array("no such route\n".utf8)))
+        }
+        return nil
+    }
+
+    func respond(to request: HTTPRequest) async -> HTTPResponse {
+        probe.state.withLock { $0.respondCalls += 1 }
+        let head = request.head
+        let ms = head.queryValue("ms").flatMap { Int($0) } ?? 0
+        switch head.path {
+        case "/echo":
+            var headers = HTTPHeaders()
+            headers.add("Content-Type", "application/octet-stream")
+            headers.add("X-Method", head.method.rawValue)
+            headers.add("X-Path", head.path)
+            headers.add("X-Query", head.query.map { "\($0.0)=\($0.1)" }.joined(separator: "&"))
+            headers.add("X-Client", head.clientAddress)
+            headers.add("X-Header-Count", String(head.headers.count))
+            if let value = head.headers["x-custom"] { headers.add("X-Custom-Echo", value) }
+            return HTTPResponse(status: 200, headers: headers, body: .bytes(request.body))
+        case "/slow":
+            try? await Task.sleep(for: .milliseconds(ms))
+            return HTTPResponse(status: 200, body: .bytes(Array("slow \(ms)\n".utf8)))
+        case "/stream":
+            let count = head.queryValue("n").flatMap { Int($0) } ?? 3
+            let stream = HTTPStream()
+            let probe = self.probe
+            stream.onClose { probe.state.withLock { $0.streamsClosed.append("stream") } }
+            Task {
+                for i in 0..<count {
+                    if ms > 0 { try? await Task.sleep(for: .milliseconds(ms)) }
+                    stream.write(Array("line \(i)\n".utf8))
+                }
+                stream.finish()
+            }
+            return HTTPResponse(status: 200, headers: ["Content-Type": "text/plain"], body: .stream(stream))
+        case "/forever":
+            let id = head.queryValue("id") ?? "forever"
+            let stream = HTTPStream()
+            let probe = self.probe
+            stream.onClose { probe.state.withLock { $0.streamsClosed.append(id) } }
+            Task {
+                var i = 0
+                while stream.write(Array("tick \(i)\n".utf8)) {
+                    i += 1
+                    try? await Task.sleep(for: .milliseconds(max(1, ms)))
+                }
+            }
+            return HTTPResponse(status: 200, headers: ["Content-Type": "text/event-stream"], body: .stream(stream))
+        case "/idle-stream":
+            let id = head.queryValue("id") ?? "idle"
+            let stream = HTTPStream()
+            let probe = self.probe
+            stream.onClose { probe.state.withLock { $0.streamsClosed.append(id) } }
+            stream.write(Array(": hello\n\n".utf8))
+            return HTTPResponse(status: 200, headers: ["Content-Type": "text/event-stream"], body: .stream(stream))
+        default:
+            return HTTPResponse(status: 404, body: .bytes(Array("not found\n".utf8)))
+        }
+    }
+
+    func completed(_ record: HTTPExchangeRecord) {
+        probe.state.withLock { $0.records.append(record) }
+    }
+}
+
+/// Starts a server on 127.0.0.1 port 0, runs `body`, shuts it down.
+func withServer(
+    _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    probe: Probe = Probe(),
+    _ body: (HTTPServer, Int, Probe) async throws -> Void
+) async throws {
+    var configuration = HTTPServerConfiguration()
+    configuration.host = "127.0.0.1"
+    configuration.port = 0
+    configuration.connectionTimeout = .seconds(5)
+    configuration.errorLog = { _ in }
+    configure(&configuration)
+    let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+    let port = try server.start()
+    #expect(port > 0)
+    #expect(server.boundPort == port)
+    do {
+        try await body(server, port, probe)
+    } catch {
+        await server.shutdown(grace: .milliseconds(100))
+        throw error
+    }
+    await server.shutdown(grace: .seconds(1))
+}
+
+final class Counter: Sendable {
+    private let storage = Atomic<Int>(0)
+    func increment() { storage.add(1, ordering: .relaxed) }
+    var value: Int { storage.load(ordering: .relaxed) }
+}
