@@ -214,7 +214,8 @@ extension ServerCore {
             bytesOut: bytesOut,
             started: context.started,
             finished: .now,
-            completedNormally: normally
+            completedNormally: normally,
+            responseHeaders: context.responseHeaders
         ))
     }
 
@@ -238,6 +239,7 @@ extension ServerCore {
             }
         }
         context.status = status
+        context.responseHeaders = response.headers
         let result = MHD_queue_response(context.connection, UInt32(status), mhdResponse)
         MHD_destroy_response(mhdResponse)
         if result != MHD_Result.YES {

@@ -100,11 +100,15 @@ public struct HTTPExchangeRecord: Sendable {
     public var finished: ContinuousClock.Instant
     /// False when the client went away / timeout / error.
     public var completedNormally: Bool
+    /// The headers of the answer that was queued (empty when none was).
+    public var responseHeaders: HTTPHeaders
 
     public init(
         head: HTTPRequestHead, status: Int, bytesIn: Int, bytesOut: Int,
-        started: ContinuousClock.Instant, finished: ContinuousClock.Instant, completedNormally: Bool
+        started: ContinuousClock.Instant, finished: ContinuousClock.Instant, completedNormally: Bool,
+        responseHeaders: HTTPHeaders = HTTPHeaders()
     ) {
+        self.responseHeaders = responseHeaders
         self.head = head
         self.status = status
         self.bytesIn = bytesIn

@@ -33,6 +33,8 @@ final class RequestContext: @unchecked Sendable {
     var body: [UInt8] = []
     var bytesIn = 0
     var status = 0
+    /// The headers of the queued answer, for the exchange record (logs read X-Request-Id there).
+    var responseHeaders = HTTPHeaders()
     var bytesOut = 0
     var stream: HTTPStream?
     /// When a suspended request gets `deadlineExceeded` (set before it is published).

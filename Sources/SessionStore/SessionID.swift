@@ -1,0 +1,76 @@
+/// A session's identity: 128 bits from the system's secure random source, written as 22
+/// characters of unpadded base64url so it is safe in a URL path without escaping.
+public struct SessionID: Hashable, Sendable, CustomStringConvertible {
+    public let high: UInt64
+    public let low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// A fresh id; `SystemRandomNumberGenerator` reads the kernel's CSPRNG (getrandom on Linux).
+    public static func random() -> SessionID {
+        var generator = SystemRandomNumberGenerator()
+        return SessionID(high: generator.next(), low: generator.next())
+    }
+
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    private static let reverse: [Int8] = {
+        var table = [Int8](repeating: -1, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = Int8(index) }
+        return table
+    }()
+
+    /// Parses exactly the 22-character form `description` prints; anything else is nil, so one id has one spelling.
+    public init?(_ text: some StringProtocol) {
+        let utf8 = text.utf8
+        guard utf8.count == 22 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        var index = 0
+        for byte in utf8 {
+            let value = SessionID.reverse[Int(byte)]
+            guard value >= 0 else { return nil }
+            let sixBits = UInt64(value)
+            if index < 21 {
+                // 21 characters carry 126 bits: shift the 128-bit (high, low) pair left by 6.
+                high = (high << 6) | (low >> 58)
+                low = (low << 6) | sixBits
+            } else {
+                // The last character carries the final 2 bits in its top bits; the rest must be zero.
+                guard sixBits & 0b1111 == 0 else { return nil }
+                high = (high << 2) | (low >> 62)
+                low = (low << 2) | (sixBits >> 4)
+            }
+            index += 1
+        }
+        self.high = high
+        self.low = low
+    }
+
+    public var description: String {
+        var bytes = [UInt8](repeating: 0, count: 22)
+        // Emit 6 bits at a time from the top of the 128-bit value; the 22nd character holds the last 2 bits.
+        for index in 0..<21 {
+            let shift = 122 - index * 6  // bit offset of this group's lowest bit
+            bytes[index] = SessionID.alphabet[Int(bits(at: shift, count: 6))]
+        }
+        bytes[21] = SessionID.alphabet[Int((low & 0b11) << 4)]
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `count` bits of the 128-bit value starting at bit `shift` (0 = least significant).
+    private func bits(at shift: Int, count: Int) -> UInt64 {
+        let mask: UInt64 = (1 << UInt64(count)) - 1
+        if shift >= 64 { return (high >> UInt64(shift - 64)) & mask }
+        if shift + count <= 64 { return (low >> UInt64(shift)) & mask }
+        let lowPart = low >> UInt64(shift)
+        let highPart = high << UInt64(64 - shift)
+        return (lowPart | highPart) & mask
+    }
+
+    /// Which shard owns this session: ids are uniformly random, so the low bits spread evenly.
+    func shardIndex(of count: Int) -> Int { Int(low % UInt64(count)) }
+}

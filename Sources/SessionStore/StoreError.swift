@@ -1,0 +1,30 @@
+import SheetCore
+
+/// Why the store refused an operation. One error type for this layer; the API layer maps
+/// each code to an HTTP status in one place.
+public struct StoreError: Error, Sendable {
+    public enum Code: Sendable, Hashable {
+        case sessionNotFound
+        case capacityExceeded(limit: Int)
+        /// `If-Match` named another version; `current` is the session as it is.
+        case versionMismatch
+        /// The sheet refused the action (phase conflict or unknown detent).
+        case sheet(SheetError)
+        /// An `Idempotency-Key` was used before for a different request.
+        case idempotencyKeyReused
+        /// Events after the resume point were dropped from the bounded log.
+        case eventsExpired
+        /// The resume point is past the session's current version.
+        case resumePointAhead(version: UInt64)
+        case shuttingDown
+    }
+
+    public var code: Code
+    /// The session as it stands, where the error is about it (412 carries it).
+    public var current: SessionSnapshot?
+
+    public init(_ code: Code, current: SessionSnapshot? = nil) {
+        self.code = code
+        self.current = current
+    }
+}

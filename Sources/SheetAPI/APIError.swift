@@ -1,0 +1,102 @@
+import SessionStore
+import SheetCore
+
+/// Every error an API answer can carry. The code is the stable, documented string clients
+/// switch on; `status` below is the one place a code becomes an HTTP status.
+public struct APIError: Error, Sendable {
+    public enum Code: String, Sendable, CaseIterable {
+        case invalidJSON = "invalid_json"
+        case invalidField = "invalid_field"
+        case unknownField = "unknown_field"
+        case invalidDetent = "invalid_detent"
+        case unknownDetent = "unknown_detent"
+        case invalidIdempotencyKey = "invalid_idempotency_key"
+        case sessionNotFound = "session_not_found"
+        case routeNotFound = "route_not_found"
+        case methodNotAllowed = "method_not_allowed"
+        case confirmationPending = "confirmation_pending"
+        case sheetDismissed = "sheet_dismissed"
+        case noPendingConfirmation = "no_pending_confirmation"
+        case sheetPresented = "sheet_presented"
+        case eventsExpired = "events_expired"
+        case versionMismatch = "version_mismatch"
+        case payloadTooLarge = "payload_too_large"
+        case idempotencyKeyReused = "idempotency_key_reused"
+        case headersTooLarge = "headers_too_large"
+        case capacityExceeded = "capacity_exceeded"
+        case shuttingDown = "shutting_down"
+
+        /// The HTTP status of each code: the only mapping from errors to statuses in sheetd.
+        public var status: Int {
+            switch self {
+            case .invalidJSON, .invalidField, .unknownField, .invalidDetent, .unknownDetent, .invalidIdempotencyKey: 400
+            case .sessionNotFound, .routeNotFound: 404
+            case .methodNotAllowed: 405
+            case .confirmationPending, .sheetDismissed, .noPendingConfirmation, .sheetPresented: 409
+            case .eventsExpired: 410
+            case .versionMismatch: 412
+            case .payloadTooLarge: 413
+            case .idempotencyKeyReused: 422
+            case .headersTooLarge: 431
+            case .capacityExceeded, .shuttingDown: 503
+            }
+        }
+    }
+
+    public var code: Code
+    public var message: String
+    public var field: String?
+    /// The session as it stands, sent with 412 so the client can rebase without another GET.
+    public var session: SessionSnapshot?
+    /// Methods the route allows, for 405's `Allow` header.
+    public var allowed: [String] = []
+
+    public init(_ code: Code, _ message: String, field: String? = nil) {
+        self.code = code
+        self.message = message
+        self.field = field
+    }
+
+    static func invalidField(_ field: String, _ message: String) -> APIError {
+        APIError(.invalidField, message, field: field)
+    }
+}
+
+extension APIError {
+    /// Translates the store's refusals into API errors.
+    init(_ error: StoreError) {
+        switch error.code {
+        case .sessionNotFound:
+            self.init(.sessionNotFound, "No session has this id; it may have been deleted or expired.")
+        case .capacityExceeded(let limit):
+            self.init(.capacityExceeded, "The server already holds its maximum of \(limit) sessions; delete some or try later.")
+        case .versionMismatch:
+            let version = error.current.map { String($0.sheet.version) } ?? "another"
+            self.init(.versionMismatch, "The session is at version \(version), not the one If-Match names; nothing was changed.")
+            session = error.current
+        case .sheet(let sheetError):
+            self.init(sheetError)
+        case .idempotencyKeyReused:
+            self.init(.idempotencyKeyReused, "This Idempotency-Key was already used for a different request (method, path or body).",
+                      field: "Idempotency-Key")
+        case .eventsExpired:
+            self.init(.eventsExpired, "Events after the resume point were dropped (only the newest \(Sheet.retainedEvents) are kept); read the session and resume from its version.",
+                      field: "after")
+        case .resumePointAhead(let version):
+            self.init(.invalidField, "The resume point is past the session's current version \(version).", field: "after")
+        case .shuttingDown:
+            self.init(.shuttingDown, "The server is shutting down; retry against another instance or after it restarts.")
+        }
+    }
+
+    init(_ error: SheetError) {
+        let code: Code = switch error.code {
+        case .confirmationPending: .confirmationPending
+        case .sheetDismissed: .sheetDismissed
+        case .noPendingConfirmation: .noPendingConfirmation
+        case .sheetPresented: .sheetPresented
+        case .unknownDetent: .unknownDetent
+        }
+        self.init(code, error.message, field: error.field)
+    }
+}

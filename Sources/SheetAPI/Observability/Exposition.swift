@@ -1,0 +1,160 @@
+import Glibc
+import SessionStore
+import SheetCore
+
+extension ServiceObserver {
+    /// The Prometheus text exposition (format 0.0.4) of every metric sheetd keeps.
+    func exposition(store: SessionStore) async -> [UInt8] {
+        let phases = await store.phaseCounts()
+        var out = PrometheusText()
+        let m = metrics
+
+        out.family("http_requests_total", "counter", "HTTP requests answered, by method, route template and status.")
+        for (r, route) in Metrics.routes.enumerated() {
+            for (k, method) in Metrics.methods.enumerated() {
+                for (s, status) in Metrics.statuses.enumerated() {
+                    let value = m.requests[(r * Metrics.methods.count + k) * Metrics.statuses.count + s].current
+                    guard value > 0 else { continue }
+                    let statusLabel = status == 0 ? "other" : String(status)
+                    out.sample("http_requests_total", [("method", method), ("route", route), ("status", statusLabel)], Double(value))
+                }
+            }
+        }
+
+        out.family("http_request_duration_seconds", "histogram", "Time from the request's headers to its answer, by route template.")
+        for (r, route) in Metrics.routes.enumerated() {
+            let count = m.durationCount[r].current
+            guard count > 0 else { continue }
+            var cumulative: UInt64 = 0
+            for (b, bound) in Metrics.buckets.enumerated() {
+                cumulative += m.durationBuckets[r * (Metrics.buckets.count + 1) + b].current
+                out.sample("http_request_duration_seconds_bucket", [("route", route), ("le", JSONWriter.format(bound))], Double(cumulative))
+            }
+            out.sample("http_request_duration_seconds_bucket", [("route", route), ("le", "+Inf")], Double(count))
+            out.sample("http_request_duration_seconds_sum", [("route", route)], Double(m.durationSumMicros[r].current) / 1e6)
+            out.sample("http_request_duration_seconds_count", [("route", route)], Double(count))
+        }
+
+        out.family("sheetd_sessions", "gauge", "Sessions held now, by phase.")
+        for phase in Phase.allCases {
+            out.sample("sheetd_sessions", [("phase", phase.rawValue)], Double(phases[phase] ?? 0))
+        }
+        out.family("sheetd_events_total", "counter", "Events recorded, by type.")
+        for (index, type) in Metrics.eventTypes.enumerated() {
+            out.sample("sheetd_events_total", [("type", type)], Double(m.events[index].current))
+        }
+        out.family("sheetd_dismissals_total", "counter", "Sheets dismissed, by reason.")
+        for (index, reason) in DismissReason.allCases.enumerated() {
+            out.sample("sheetd_dismissals_total", [("reason", reason.rawValue)], Double(m.dismissals[index].current))
+        }
+        out.family("sheetd_interceptions_total", "counter", "Dismissal attempts intercepted, by what the user dragged to.")
+        out.sample("sheetd_interceptions_total", [("attempted", "threshold")], Double(m.interceptions[0].current))
+        out.sample("sheetd_interceptions_total", [("attempted", "closed")], Double(m.interceptions[1].current))
+        out.family("sheetd_confirmations_total", "counter", "Answers to the Discard changes question, by action.")
+        for (index, action) in ConfirmAction.allCases.enumerated() {
+            out.sample("sheetd_confirmations_total", [("action", action.rawValue)], Double(m.confirmations[index].current))
+        }
+        out.family("sheetd_gesture_targets_total", "counter", "Where released gestures settled: a detent, or closed.")
+        out.sample("sheetd_gesture_targets_total", [("target", "detent")], Double(m.gestureTargets[0].current))
+        out.sample("sheetd_gesture_targets_total", [("target", "closed")], Double(m.gestureTargets[1].current))
+        out.family("sheetd_open_connections", "gauge", "HTTP connections open now.")
+        out.sample("sheetd_open_connections", [], Double(openConnections))
+
+        let process = ProcessFigures.read()
+        out.family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.")
+        out.sample("process_cpu_seconds_total", [], process.cpuSeconds)
+        out.family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
+        out.sample("process_resident_memory_bytes", [], process.residentBytes)
+        out.family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.")
+        out.sample("process_virtual_memory_bytes", [], process.virtualBytes)
+        out.family("process_open_fds", "gauge", "Number of open file descriptors.")
+        out.sample("process_open_fds", [], process.openFileDescriptors)
+        out.family("process_max_fds", "gauge", "Maximum number of open file descriptors.")
+        out.sample("process_max_fds", [], process.maxFileDescriptors)
+        out.family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.")
+        out.sample("process_start_time_seconds", [], startTime)
+        return out.bytes
+    }
+}
+
+/// Builds the text format: `# HELP`, `# TYPE`, then `name{label="value"} number` lines.
+struct PrometheusText {
+    private(set) var bytes: [UInt8] = []
+
+    init() { bytes.reserveCapacity(16 * 1024) }
+
+    mutating func family(_ name: String, _ type: String, _ help: String) {
+        append("# HELP \(name) \(help)\n# TYPE \(name) \(type)\n")
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
+        var line = name
+        if !labels.isEmpty {
+            line += "{" + labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",") + "}"
+        }
+        line += " " + JSONWriter.format(value) + "\n"
+        append(line)
+    }
+
+    private func escape(_ value: String) -> String {
+        var result = ""
+        for character in value {
+            switch character {
+            case "\\": result += "\\\\"
+            case "\"": result += "\\\""
+            case "\n": result += "\\n"
+            default: result.append(character)
+            }
+        }
+        return result
+    }
+
+    private mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+}
+
+/// The process figures Prometheus clients conventionally export, read from /proc.
+struct ProcessFigures {
+    var cpuSeconds = 0.0
+    var residentBytes = 0.0
+    var virtualBytes = 0.0
+    var openFileDescriptors = 0.0
+    var maxFileDescriptors = 0.0
+
+    static func read() -> ProcessFigures {
+        var figures = ProcessFigures()
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let page = Double(sysconf(Int32(_SC_PAGESIZE)))
+        if let stat = readFile("/proc/self/stat"), let close = stat.lastIndex(of: ")") {
+            // Fields after "(comm)": state is field 3; utime 14, stime 15, vsize 23, rss 24.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            func field(_ number: Int) -> Double { Double(fields[number - 3]) ?? 0 }
+            if fields.count > 22 {
+                figures.cpuSeconds = (field(14) + field(15)) / ticks
+                figures.virtualBytes = field(23)
+                figures.residentBytes = field(24) * page
+            }
+        }
+        if let directory = opendir("/proc/self/fd") {
+            var count = 0
+            while let entry = readdir(directory) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name != "." && name != ".." { count += 1 }
+            }
+            closedir(directory)
+            figures.openFileDescriptors = Double(max(0, count - 1))  // less the descriptor opendir used
+        }
+        var limit = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 { figures.maxFileDescriptors = Double(limit.rlim_cur) }
+        return figures
+    }
+
+    private static func readFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count], as: UTF8.self)
+    }
+}

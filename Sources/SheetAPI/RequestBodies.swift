@@ -1,0 +1,162 @@
+import SheetCore
+
+/// A request body that must be a JSON object, with the checks every route shares: valid JSON,
+/// an object, no field the route does not know, each field of the right type.
+struct BodyObject {
+    let members: [(key: String, value: JSONValue)]
+
+    /// An empty (or all-whitespace) body is an empty object: "all defaults".
+    static func parse(_ body: [UInt8]) throws(APIError) -> BodyObject {
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            return BodyObject(members: [])
+        }
+        let value: JSONValue
+        do { value = try JSONParser.parse(body) } catch {
+            throw APIError(.invalidJSON, "The body is not valid JSON: \(error.message).")
+        }
+        guard case .object(let members) = value else {
+            throw APIError(.invalidJSON, "The body must be a JSON object, not \(value.kindName).")
+        }
+        return BodyObject(members: members)
+    }
+
+    func rejectUnknown(_ known: Set<String>) throws(APIError) {
+        for member in members where !known.contains(member.key) {
+            let list = known.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+            let hint = known.isEmpty ? "this request takes no fields" : "known fields are \(list)"
+            throw APIError(.unknownField, "Unknown field \"\(member.key)\"; \(hint).", field: member.key)
+        }
+    }
+
+    /// The member, or nil when absent or null (null means "not given").
+    subscript(key: String) -> JSONValue? {
+        guard let value = members.first(where: { $0.key == key })?.value else { return nil }
+        if case .null = value { return nil }
+        return value
+    }
+
+    func string(_ key: String) throws(APIError) -> String? {
+        guard let value = self[key] else { return nil }
+        guard case .string(let text) = value else {
+            throw APIError.invalidField(key, "\"\(key)\" must be a string, not \(value.kindName).")
+        }
+        return text
+    }
+
+    func number(_ key: String) throws(APIError) -> Double? {
+        guard let value = self[key] else { return nil }
+        guard case .number(let number) = value else {
+            throw APIError.invalidField(key, "\"\(key)\" must be a number, not \(value.kindName).")
+        }
+        return number
+    }
+
+    func detent(_ key: String) throws(APIError) -> Detent? {
+        guard let text = try string(key) else { return nil }
+        do { return try Detent(parsing: text) } catch {
+            throw APIError(.invalidDetent, "\"\(key)\": \(error.message)", field: key)
+        }
+    }
+
+    func choice<T: RawRepresentable & CaseIterable>(_ key: String, as type: T.Type) throws(APIError) -> T? where T.RawValue == String {
+        guard let text = try string(key) else { return nil }
+        guard let value = T(rawValue: text) else {
+            let options = T.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            throw APIError.invalidField(key, "\"\(key)\" must be one of \(options), not \"\(text)\".")
+        }
+        return value
+    }
+}
+
+/// The bodies of each route, decoded into SheetCore values.
+enum RequestBodies {
+    static func configuration(_ body: [UInt8]) throws(APIError) -> SheetConfiguration {
+        let object = try BodyObject.parse(body)
+        try object.rejectUnknown([
+            "detents", "defaultDetent", "thresholdDetent", "dismissPolicy", "interceptAction",
+            "containerHeight", "decelerationRate",
+        ])
+        var detents: [Detent]?
+        if let value = object["detents"] {
+            guard case .array(let items) = value else {
+                throw APIError.invalidField("detents", "\"detents\" must be an array of detent strings, not \(value.kindName).")
+            }
+            var parsed: [Detent] = []
+            for (index, item) in items.enumerated() {
+                guard case .string(let text) = item else {
+                    throw APIError.invalidField("detents", "\"detents\"[\(index)] must be a string, not \(item.kindName).")
+                }
+                do { parsed.append(try Detent(parsing: text)) } catch {
+                    throw APIError(.invalidDetent, "\"detents\"[\(index)]: \(error.message)", field: "detents")
+                }
+            }
+            detents = parsed
+        }
+        let defaultDetent = try object.detent("defaultDetent")
+        let thresholdDetent = try object.detent("thresholdDetent")
+        let dismissPolicy = try object.choice("dismissPolicy", as: DismissPolicy.self)
+        let interceptAction = try object.choice("interceptAction", as: InterceptAction.self)
+        let containerHeight = try object.number("containerHeight")
+        let decelerationRate = try object.choice("decelerationRate", as: DecelerationRate.self)
+        do {
+            return try SheetConfiguration(
+                detents: detents, defaultDetent: defaultDetent, thresholdDetent: thresholdDetent,
+                dismissPolicy: dismissPolicy, interceptAction: interceptAction,
+                containerHeight: containerHeight, decelerationRate: decelerationRate)
+        } catch {
+            throw APIError.invalidField(error.field, error.message)
+        }
+    }
+
+    /// `{"to": target}` or `{"translation": T, "velocity": V}`: exactly one form.
+    static func drag(_ body: [UInt8]) throws(APIError) -> SheetAction {
+        let object = try BodyObject.parse(body)
+        try object.rejectUnknown(["to", "translation", "velocity"])
+        let to = try object.string("to")
+        let translation = try object.number("translation")
+        let velocity = try object.number("velocity")
+        switch (to, translation) {
+        case (.some, .some):
+            throw APIError.invalidField("to", "Give either \"to\" or \"translation\" (with \"velocity\"), not both.")
+        case (.none, .none):
+            let field = velocity == nil ? "to" : "translation"
+            throw APIError.invalidField(field, "A drag needs \"to\" (a detent or \"closed\") or \"translation\" (points, with an optional \"velocity\").")
+        case (.some(let text), .none):
+            if velocity != nil {
+                throw APIError.invalidField("velocity", "\"velocity\" goes with \"translation\", not with \"to\".")
+            }
+            do { return .drag(try DragTarget(parsing: text)) } catch {
+                throw APIError(.invalidDetent, "\"to\": \(error.message)", field: "to")
+            }
+        case (.none, .some(let translation)):
+            let velocity = velocity ?? 0
+            for (name, value) in [("translation", translation), ("velocity", velocity)] {
+                guard value.isFinite, abs(value) <= DragGesture.maximumMagnitude else {
+                    throw APIError.invalidField(name, "\"\(name)\" must be a finite number between -100000 and 100000.")
+                }
+            }
+            return .gesture(DragGesture(translation: translation, velocity: velocity))
+        }
+    }
+
+    static func confirm(_ body: [UInt8]) throws(APIError) -> SheetAction {
+        let object = try BodyObject.parse(body)
+        try object.rejectUnknown(["action"])
+        guard let action = try object.choice("action", as: ConfirmAction.self) else {
+            throw APIError.invalidField("action", "\"action\" is required: \"discard\", \"save\" or \"cancel\".")
+        }
+        return .confirm(action)
+    }
+
+    static func dismiss(_ body: [UInt8]) throws(APIError) -> SheetAction {
+        let object = try BodyObject.parse(body)
+        try object.rejectUnknown(["reason"])
+        return .dismiss(try object.choice("reason", as: AppDismissReason.self) ?? .programmatic)
+    }
+
+    static func present(_ body: [UInt8]) throws(APIError) -> SheetAction {
+        let object = try BodyObject.parse(body)
+        try object.rejectUnknown([])
+        return .present
+    }
+}

@@ -1,0 +1,399 @@
+import HTTPServer
+import SessionStore
+import SheetCore
+import Synchronization
+
+/// The sheetd application: turns HTTP requests into store calls and store results into JSON
+/// answers. It holds no session state of its own.
+public final class SheetService: HTTPResponder {
+    public struct Configuration: Sendable {
+        /// Longest long-poll a client may ask for.
+        public var maximumWait: Double = 30
+        /// How often an idle event stream gets a keep-alive comment.
+        public var streamKeepAlive: Duration = .seconds(15)
+        /// A stream further behind than this many events is dropped (the client resumes with Last-Event-ID).
+        public var streamBacklogLimit = 256
+        public init() {}
+    }
+
+    let store: SessionStore
+    let configuration: Configuration
+    let requestIDs = RequestIDSource()
+    public let observer: ServiceObserver
+
+    public init(store: SessionStore, configuration: Configuration = Configuration(), observer: ServiceObserver = ServiceObserver()) {
+        self.store = store
+        self.configuration = configuration
+        self.observer = observer
+    }
+
+    // MARK: HTTPResponder
+
+    public func preflight(_ head: HTTPRequestHead) -> HTTPResponse? {
+        let method = effectiveMethod(head)
+        guard let route = Route(path: head.path) else {
+            return errorResponse(APIError(.routeNotFound, "There is no route \(head.path); see /openapi.yaml for the API."), head: head)
+        }
+        guard route.allowedMethods.contains(method) else {
+            return errorResponse(methodNotAllowed(route, method: head.method.rawValue), head: head)
+        }
+        return nil
+    }
+
+    public func respond(to request: HTTPRequest) async -> HTTPResponse {
+        let head = request.head
+        let requestID = requestIDs.id(for: head)
+        do throws(APIError) {
+            guard let route = Route(path: head.path) else {
+                throw APIError(.routeNotFound, "There is no route \(head.path); see /openapi.yaml for the API.")
+            }
+            let method = effectiveMethod(head)
+            guard route.allowedMethods.contains(method) else { throw methodNotAllowed(route, method: head.method.rawValue) }
+            return try await handle(route, method: method, request: request, requestID: requestID)
+        } catch {
+            return errorResponse(error, requestID: requestID)
+        }
+    }
+
+    public func rejection(_ rejection: HTTPRejection, head: HTTPRequestHead) -> HTTPResponse {
+        let error = switch rejection {
+        case .payloadTooLarge(let limit):
+            APIError(.payloadTooLarge, "The body is larger than \(limit / 1024) KiB; nothing was read or changed.")
+        case .tooManyHeaders(let limit):
+            APIError(.headersTooLarge, "The request has more than \(limit) header fields.")
+        case .serviceUnavailable:
+            APIError(.shuttingDown, "The server is shutting down; retry against another instance or after it restarts.")
+        }
+        return errorResponse(error, head: head)
+    }
+
+    public func completed(_ record: HTTPExchangeRecord) {
+        observer.completed(record, route: Route(path: record.head.path)?.template)
+    }
+
+    // MARK: Routing
+
+    /// HEAD is answered as GET; libmicrohttpd leaves out the body.
+    private func effectiveMethod(_ head: HTTPRequestHead) -> String {
+        head.method == .head ? "GET" : head.method.rawValue
+    }
+
+    private func methodNotAllowed(_ route: Route, method: String) -> APIError {
+        var error = APIError(.methodNotAllowed, "\(method) is not allowed on \(route.template); allowed: \(route.allowedMethods.joined(separator: ", ")).")
+        error.allowed = route.allowedMethods
+        return error
+    }
+
+    private func handle(_ route: Route, method: String, request: HTTPRequest, requestID: String) async throws(APIError) -> HTTPResponse {
+        switch (route, method) {
+        case (.health, _):
+            return json(200, Array(#"{"status":"ok"}"#.utf8), requestID: requestID)
+        case (.openAPI, _):
+            var headers = HTTPHeaders()
+            headers.add("Content-Type", "application/yaml")
+            headers.add("X-Request-Id", requestID)
+            return HTTPResponse(status: 200, headers: headers, body: .bytes(OpenAPIDocument.bytes))
+        case (.metrics, _):
+            let text = await observer.exposition(store: store)
+            var headers = HTTPHeaders()
+            headers.add("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            headers.add("X-Request-Id", requestID)
+            return HTTPResponse(status: 200, headers: headers, body: .bytes(text))
+        case (.sessions, "POST"):
+            return try await createSession(request, requestID: requestID)
+        case (.sessions, _):
+            return try await listSessions(request.head, requestID: requestID)
+        case (.session(let text), "GET"):
+            let id = try sessionID(text)
+            let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+            return sessionResponse(200, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
+        case (.session(let text), _):
+            let id = try sessionID(text)
+            let ifMatch = try await precondition(request.head, session: id)
+            try await storeCall { () async throws(StoreError) in try await store.delete(id, ifMatch: ifMatch) }
+            var headers = HTTPHeaders()
+            headers.add("X-Request-Id", requestID)
+            return HTTPResponse(status: 204, headers: headers)
+        case (.action(let text, let kind), _):
+            return try await perform(kind, on: text, request: request, requestID: requestID)
+        case (.events(let text), _):
+            return try await events(of: text, head: request.head, requestID: requestID)
+        }
+    }
+
+    // MARK: Sessions
+
+    private func createSession(_ request: HTTPRequest, requestID: String) async throws(APIError) -> HTTPResponse {
+        let configuration = try RequestBodies.configuration(request.body)
+        guard let key = try idempotencyKey(request.head) else {
+            let snapshot = try await storeCall { () async throws(StoreError) in try await store.create(configuration) }
+            observer.metrics.recordCreated()
+            return created(snapshot, requestID: requestID)
+        }
+        let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.body)
+        let answer = try await storeCall { () async throws(StoreError) in
+            try await store.create(configuration, idempotency: idempotency) { result in
+                switch result {
+                case .success(let snapshot):
+                    self.observer.metrics.recordCreated()
+                    return Self.stored(self.created(snapshot, requestID: requestID))
+                case .failure(let error): return Self.stored(self.errorResponse(APIError(error), requestID: requestID))
+                }
+            }
+        }
+        return replayable(answer, requestID: requestID)
+    }
+
+    private func created(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
+        var response = sessionResponse(201, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
+        response.headers.add("Location", "/sessions/\(snapshot.id)")
+        return response
+    }
+
+    private func listSessions(_ head: HTTPRequestHead, requestID: String) async throws(APIError) -> HTTPResponse {
+        var phase: Phase?
+        if let text = head.queryValue("phase") {
+            guard let value = Phase(rawValue: text) else {
+                throw APIError.invalidField("phase", "\"phase\" must be one of \"presented\", \"confirming\", \"dismissed\", not \"\(text)\".")
+            }
+            phase = value
+        }
+        var limit = 100
+        if let text = head.queryValue("limit") {
+            guard let value = Int(text), (1...1000).contains(value), text.allSatisfy(\.isASCII) else {
+                throw APIError.invalidField("limit", "\"limit\" must be a whole number from 1 to 1000, not \"\(text)\".")
+            }
+            limit = value
+        }
+        var after: UInt64 = 0
+        if let text = head.queryValue("after") {
+            guard let value = ListCursor.decode(text) else {
+                throw APIError.invalidField("after", "\"after\" must be a cursor from a previous page's \"next\".")
+            }
+            after = value
+        }
+        let page = await store.list(phase: phase, after: after, limit: limit)
+        return json(200, Rendering.listBody(page, cursor: ListCursor.encode), requestID: requestID)
+    }
+
+    // MARK: Actions
+
+    private func perform(_ kind: Route.Action, on text: Substring, request: HTTPRequest, requestID: String) async throws(APIError) -> HTTPResponse {
+        let id = try sessionID(text)
+        let action: SheetAction
+        let ifMatch: UInt64?
+        let key: String?
+        do {
+            action = try Self.decode(kind, request.body)
+            ifMatch = try Self.ifMatch(request.head)
+            key = try idempotencyKey(request.head)
+        } catch {
+            // An unknown session outranks a bad body: look before blaming the body.
+            _ = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+            throw error
+        }
+        guard let key else {
+            let result = try await storeCall { () async throws(StoreError) in try await store.apply(action, to: id, ifMatch: ifMatch) }
+            observer.metrics.recordOutcome(action, result.outcome)
+            return sessionResponse(200, Rendering.actionBody(result), version: result.session.sheet.version, requestID: requestID)
+        }
+        let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.body)
+        let answer = try await storeCall { () async throws(StoreError) in
+            try await store.apply(action, to: id, ifMatch: ifMatch, idempotency: idempotency) { result in
+                switch result {
+                case .success(let result):
+                    self.observer.metrics.recordOutcome(action, result.outcome)
+                    return Self.stored(self.sessionResponse(200, Rendering.actionBody(result), version: result.session.sheet.version, requestID: requestID))
+                case .failure(let error):
+                    return Self.stored(self.errorResponse(APIError(error), requestID: requestID))
+                }
+            }
+        }
+        return replayable(answer, requestID: requestID)
+    }
+
+    private static func decode(_ kind: Route.Action, _ body: [UInt8]) throws(APIError) -> SheetAction {
+        switch kind {
+        case .drag: try RequestBodies.drag(body)
+        case .confirm: try RequestBodies.confirm(body)
+        case .dismiss: try RequestBodies.dismiss(body)
+        case .present: try RequestBodies.present(body)
+        }
+    }
+
+    // MARK: Events
+
+    private func events(of text: Substring, head: HTTPRequestHead, requestID: String) async throws(APIError) -> HTTPResponse {
+        let id = try sessionID(text)
+        if let accept = head.headers["Accept"], accept.contains("text/event-stream") {
+            return try await EventStream.open(service: self, session: id, head: head, requestID: requestID)
+        }
+        let after = try Self.wholeNumber(head.queryValue("after"), field: "after") ?? 0
+        var wait = 0.0
+        if let text = head.queryValue("wait") {
+            guard let value = Double(text), value.isFinite, value >= 0, value <= configuration.maximumWait,
+                  text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") })
+            else {
+                throw APIError.invalidField("wait", "\"wait\" must be a number of seconds from 0 to \(Int(configuration.maximumWait)), not \"\(text)\".")
+            }
+            wait = value
+        }
+        let page: EventsPage
+        if wait > 0 {
+            let outcome = try await storeCall { () async throws(StoreError) in
+                try await store.waitForEvents(of: id, after: after, timeout: .milliseconds(Int64(wait * 1000)))
+            }
+            switch outcome {
+            case .events(let events): page = events
+            case .timedOut(let version): page = EventsPage(events: [], version: version)
+            }
+        } else {
+            page = try await storeCall { () async throws(StoreError) in try await store.events(of: id, after: after) }
+        }
+        return json(200, Rendering.eventsBody(page), requestID: requestID)
+    }
+
+    /// A resume point: digits only, no sign, within 64 bits.
+    static func wholeNumber(_ text: String?, field: String) throws(APIError) -> UInt64? {
+        guard let text else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = UInt64(text) else {
+            throw APIError.invalidField(field, "\"\(field)\" must be a whole number (an event seq), not \"\(text)\".")
+        }
+        return value
+    }
+
+    // MARK: Headers
+
+    private func sessionID(_ text: Substring) throws(APIError) -> SessionID {
+        guard let id = SessionID(text) else {
+            throw APIError(.sessionNotFound, "No session has this id; it may have been deleted or expired.")
+        }
+        return id
+    }
+
+    /// `If-Match: "<version>"` applies only at that version; `*` or no header applies unconditionally.
+    static func ifMatch(_ head: HTTPRequestHead) throws(APIError) -> UInt64? {
+        guard let raw = head.headers["If-Match"] else { return nil }
+        let text = raw.trimmingASCIIWhitespace()
+        if text == "*" { return nil }
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 3, utf8.first == UInt8(ascii: "\""), utf8.last == UInt8(ascii: "\""),
+              let version = UInt64(String(decoding: utf8[1..<(utf8.count - 1)], as: UTF8.self)),
+              utf8[1..<(utf8.count - 1)].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else {
+            throw APIError.invalidField("If-Match", "If-Match must be a quoted version from an ETag, such as \"3\", or *.")
+        }
+        return version
+    }
+
+    /// The precondition of a request on an existing session; a malformed header still loses to 404.
+    private func precondition(_ head: HTTPRequestHead, session id: SessionID) async throws(APIError) -> UInt64? {
+        do { return try Self.ifMatch(head) } catch {
+            _ = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+            throw error
+        }
+    }
+
+    private func idempotencyKey(_ head: HTTPRequestHead) throws(APIError) -> String? {
+        guard let key = head.headers["Idempotency-Key"] else { return nil }
+        guard (1...128).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            throw APIError(.invalidIdempotencyKey, "Idempotency-Key must be 1 to 128 visible ASCII characters.", field: "Idempotency-Key")
+        }
+        return key
+    }
+
+    // MARK: Answers
+
+    func storeCall<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+        do { return try await body() } catch { throw APIError(error) }
+    }
+
+    func json(_ status: Int, _ body: [UInt8], requestID: String) -> HTTPResponse {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json; charset=utf-8")
+        headers.add("X-Request-Id", requestID)
+        return HTTPResponse(status: status, headers: headers, body: .bytes(body))
+    }
+
+    private func sessionResponse(_ status: Int, _ body: [UInt8], version: UInt64, requestID: String) -> HTTPResponse {
+        var response = json(status, body, requestID: requestID)
+        response.headers.add("ETag", "\"\(version)\"")
+        return response
+    }
+
+    func errorResponse(_ error: APIError, requestID: String) -> HTTPResponse {
+        var response = json(error.code.status, Rendering.errorBody(error, requestID: requestID), requestID: requestID)
+        if let session = error.session { response.headers.add("ETag", "\"\(session.sheet.version)\"") }
+        if !error.allowed.isEmpty { response.headers.add("Allow", error.allowed.joined(separator: ", ")) }
+        return response
+    }
+
+    private func errorResponse(_ error: APIError, head: HTTPRequestHead) -> HTTPResponse {
+        errorResponse(error, requestID: requestIDs.id(for: head))
+    }
+
+    /// The parts of an answer a replay must repeat: status, body, and the headers that describe them.
+    private static func stored(_ response: HTTPResponse) -> StoredAnswer {
+        var headers: [String: String] = [:]
+        for name in ["Content-Type", "ETag", "Location", "Allow"] {
+            if let value = response.headers[name] { headers[name] = value }
+        }
+        guard case .bytes(let body) = response.body else { return StoredAnswer(status: response.status, headers: headers, body: []) }
+        return StoredAnswer(status: response.status, headers: headers, body: body)
+    }
+
+    private func replayable(_ answer: IdempotentAnswer, requestID: String) -> HTTPResponse {
+        var headers = HTTPHeaders()
+        for name in ["Content-Type", "ETag", "Location", "Allow"] {
+            if let value = answer.answer.headers[name] { headers.add(name, value) }
+        }
+        headers.add("X-Request-Id", requestID)
+        if answer.replayed { headers.add("Idempotent-Replayed", "true") }
+        return HTTPResponse(status: answer.answer.status, headers: headers, body: .bytes(answer.answer.body))
+    }
+}
+
+extension String {
+    func trimmingASCIIWhitespace() -> String {
+        let utf8 = self.utf8
+        guard let start = utf8.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
+              let end = utf8.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })
+        else { return "" }
+        return String(self[start...end])
+    }
+}
+
+/// The opaque `next` cursor of `GET /sessions`: a creation ordinal, in base 36 behind a prefix so
+/// it is visibly not a session id.
+enum ListCursor {
+    static func encode(_ ordinal: UInt64) -> String { "c" + String(ordinal, radix: 36) }
+
+    static func decode(_ text: String) -> UInt64? {
+        guard text.hasPrefix("c"), text.count > 1, text.count <= 14 else { return nil }
+        let digits = text.dropFirst()
+        guard digits.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) }) else { return nil }
+        return UInt64(digits, radix: 36)
+    }
+}
+
+/// Request ids: the client's `X-Request-Id` when it is 1 to 128 visible ASCII characters, else
+/// one made here from a random per-process prefix and a counter (unique, and cheap per request).
+final class RequestIDSource: Sendable {
+    private let prefix: String
+    private let counter = Atomic<UInt64>(0)
+
+    init() {
+        var generator = SystemRandomNumberGenerator()
+        let random: UInt64 = generator.next()
+        prefix = String(random & 0xFFFF_FFFF_FFFF, radix: 36)
+    }
+
+    func id(for head: HTTPRequestHead) -> String {
+        if let given = head.headers["X-Request-Id"], (1...128).contains(given.utf8.count),
+           given.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) {
+            return given
+        }
+        let number = counter.add(1, ordering: .relaxed).newValue
+        return prefix + "-" + String(number, radix: 36)
+    }
+}

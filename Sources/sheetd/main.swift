@@ -1,0 +1,93 @@
+import Glibc
+import HTTPServer
+import SessionStore
+import SheetAPI
+
+// Wiring only: flags, signals, and the order things start and stop in.
+
+let options: Options
+do {
+    if CommandLine.arguments.contains("--help") || CommandLine.arguments.contains("-h") {
+        print(Options.usage, terminator: "")
+        exit(0)
+    }
+    var environment: [String: String] = [:]
+    var cursor = environ
+    while let entry = cursor.pointee {
+        let text = String(cString: entry)
+        if let equals = text.firstIndex(of: "=") {
+            environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        cursor += 1
+    }
+    options = try Options.parse(CommandLine.arguments, environment: environment)
+} catch {
+    printError(error.message)
+    exit(2)
+}
+
+if let url = options.check { exit(HealthCheck.run(url)) }
+
+await Service.run(options)
+
+/// Start-up and shutdown, in the order they must happen.
+enum Service {
+    static func run(_ options: Options) async -> Never {
+        // Signals are blocked before any thread starts, so every thread inherits the mask and only the
+        // signal thread below (sigwait) ever receives SIGINT or SIGTERM.
+        let stopSignals = SignalWaiter(signals: [SIGINT, SIGTERM])
+        signal(SIGPIPE, SIG_IGN)
+
+        let observer = ServiceObserver(
+            format: ServiceObserver.LogFormat(rawValue: options.logFormat) ?? .text,
+            level: ServiceObserver.LogLevel(rawValue: options.logLevel) ?? .info)
+
+        var storeConfiguration = SessionStore.Configuration()
+        storeConfiguration.maxSessions = options.maxSessions
+        storeConfiguration.sessionTTL = options.sessionTTL
+        storeConfiguration.idempotencyCapacity = options.idempotencyKeys
+        let store = SessionStore(configuration: storeConfiguration)
+        let service = SheetService(store: store, observer: observer)
+
+        var httpConfiguration = HTTPServerConfiguration()
+        httpConfiguration.host = options.host
+        httpConfiguration.port = options.port
+        httpConfiguration.threads = options.threads
+        httpConfiguration.connectionTimeout = options.idleTimeout
+        httpConfiguration.maxConnections = options.maxConnections
+        httpConfiguration.maxConnectionsPerClient = options.maxConnectionsPerClient
+        httpConfiguration.errorLog = { observer.serverError($0) }
+        let server = HTTPServer(configuration: httpConfiguration, responder: service)
+        observer.readOpenConnections { server.openConnections }
+
+        let port: Int
+        do {
+            port = try server.start()
+        } catch {
+            printError("cannot listen on \(options.host):\(options.port): \(error.message)")
+            exit(1)
+        }
+        let shownHost = options.host.contains(":") ? "[\(options.host)]" : options.host
+        // The one line scripts wait for; written directly so it appears whatever the log level.
+        printError("listening on http://\(shownHost):\(port)")
+
+        // The idle sweep: a tenth of the TTL between passes (at most a minute), each pass in small slices.
+        let ttl = options.sessionTTL
+        let sweeper = Task.detached {
+            let interval = min(max(ttl / 10, .milliseconds(100)), .seconds(60))
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                await store.sweepIdleSessions()
+            }
+        }
+
+        let received = await stopSignals.next()
+        observer.info("received \(received == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+        sweeper.cancel()
+        // Long-polls and streams first (they would otherwise run out the grace), then the server drains.
+        await store.shutdown()
+        await server.shutdown(grace: options.shutdownGrace)
+        observer.info("stopped")
+        exit(0)
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import SessionStore
+import SheetCore
+import Testing
+@testable import SheetAPI
+
+/// The hand-written JSON of the API must be exactly what SheetCore's Codable conformances say.
+@Suite("Rendering matches Codable")
+struct RenderingTests {
+    static func parse(_ bytes: [UInt8]) -> NSObject? {
+        try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]) as? NSObject
+    }
+
+    static func encoded<T: Encodable>(_ value: T) throws -> NSObject? {
+        parse(Array(try JSONEncoder().encode(value)))
+    }
+
+    static func seedSheet() throws -> Sheet {
+        let configuration = try SheetConfiguration(
+            detents: [.large, .medium], defaultDetent: .large, thresholdDetent: .height(300))
+        var sheet = Sheet(configuration: configuration, now: Timestamp(millisecondsSince1970: 1_764_422_931_123))
+        var now: Int64 = 1_764_422_931_123
+        for action in [SheetAction.drag(.detent(.medium)), .gesture(DragGesture(translation: 100, velocity: 1000)),
+                       .confirm(.cancel), .drag(.detent(.height(300))), .confirm(.discard), .present,
+                       .gesture(DragGesture(translation: 300, velocity: 3000))] {
+            now += 1234
+            _ = try sheet.apply(action, now: Timestamp(millisecondsSince1970: now))
+        }
+        return sheet
+    }
+
+    @Test func eventsMatchCodable() throws {
+        let sheet = try Self.seedSheet()
+        #expect(sheet.events.count > 5)
+        for event in sheet.events {
+            var writer = JSONWriter()
+            Rendering.event(event, into: &writer)
+            #expect(Self.parse(writer.bytes) == (try Self.encoded(event)), "\(String(decoding: writer.bytes, as: UTF8.self))")
+        }
+    }
+
+    @Test func configurationMatchesCodable() throws {
+        for configuration in [
+            try SheetConfiguration(),
+            try SheetConfiguration(detents: [.fraction(0.25), .height(300.5), .medium], thresholdDetent: .fraction(0.25),
+                                   dismissPolicy: .block, interceptAction: .notify, containerHeight: 700.5, decelerationRate: .fast),
+        ] {
+            var writer = JSONWriter()
+            Rendering.configuration(configuration, into: &writer)
+            #expect(Self.parse(writer.bytes) == (try Self.encoded(configuration)))
+        }
+    }
+
+    @Test func sessionShape() throws {
+        let sheet = try Self.seedSheet()
+        let snapshot = SessionSnapshot(id: SessionID.random(), sheet: sheet)
+        let object = try #require(Self.parse(Rendering.sessionBody(snapshot)) as? [String: Any])
+        #expect(Set(object.keys) == ["id", "version", "phase", "detent", "presentation", "dismissReason", "config", "createdAt", "updatedAt"])
+        #expect(object["version"] as? UInt64 == sheet.version)
+        #expect(object["createdAt"] as? String == "2025-11-29T13:28:51.123Z")
+        #expect((object["config"] as? NSObject) == (try Self.encoded(sheet.configuration)))
+    }
+
+    @Test(arguments: ["plain", "quote\"back\\slash", "new\nline\ttab", "nul\u{0}ctl\u{1f}", "ünïcødé ✓ 🎉"])
+    func stringsRoundTrip(_ text: String) {
+        var writer = JSONWriter()
+        writer.string(text)
+        #expect(Self.parse(writer.bytes) as? String == text)
+    }
+
+    @Test(arguments: [0.0, 844, 300.5, 0.1, -0.25, 1e-7, 123456789.125, 1e20])
+    func numbersRoundTrip(_ value: Double) {
+        var writer = JSONWriter()
+        writer.number(value)
+        #expect((Self.parse(writer.bytes) as? NSNumber)?.doubleValue == value)
+    }
+}
+
+@Suite("Session ids")
+struct SessionIDTests {
+    @Test func roundTripAndRejectNonCanonical() {
+        for _ in 0..<1000 {
+            let id = SessionID.random()
+            let text = id.description
+            #expect(text.count == 22)
+            #expect(text.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+            #expect(SessionID(text) == id)
+        }
+        #expect(SessionID("AAAAAAAAAAAAAAAAAAAAAA") == SessionID(high: 0, low: 0))
+        #expect(SessionID("AAAAAAAAAAAAAAAAAAAAAB") == nil, "non-zero padding bits are another spelling")
+        #expect(SessionID("AAAAAAAAAAAAAAAAAAAAA") == nil)
+        #expect(SessionID("AAAAAAAAAAAAAAAAAAAAA=") == nil)
+        #expect(SessionID(high: .max, low: .max).description == "_____________________w")
+    }
+}
