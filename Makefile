@@ -27,7 +27,7 @@ run: release
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --parallel
+	$(SWIFT) test --skip-build
 
 clean:
 	rm -rf .build

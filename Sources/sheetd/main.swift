@@ -1,9 +1,14 @@
+import Dispatch
 import Glibc
 import HTTPServer
 import SessionStore
 import SheetAPI
 
 // Wiring only: flags, signals, and the order things start and stop in.
+
+// First, on the main thread and before any other thread exists: block the stop signals, so every
+// thread inherits the mask and only SignalWaiter's sigwait thread ever receives them.
+SignalWaiter.block([SIGINT, SIGTERM])
 
 let options: Options
 do {
@@ -28,14 +33,11 @@ do {
 
 if let url = options.check { exit(HealthCheck.run(url)) }
 
-await Service.run(options)
+Service.run(options)
 
 /// Start-up and shutdown, in the order they must happen.
 enum Service {
-    static func run(_ options: Options) async -> Never {
-        // Signals are blocked before any thread starts, so every thread inherits the mask and only the
-        // signal thread below (sigwait) ever receives SIGINT or SIGTERM.
-        let stopSignals = SignalWaiter(signals: [SIGINT, SIGTERM])
+    static func run(_ options: Options) -> Never {
         signal(SIGPIPE, SIG_IGN)
 
         let observer = ServiceObserver(
@@ -81,12 +83,19 @@ enum Service {
             }
         }
 
-        let received = await stopSignals.next()
+        // The main thread takes the stop signal itself (blocked everywhere, so sigwait gets it).
+        let received = SignalWaiter.wait([SIGINT, SIGTERM])
         observer.info("received \(received == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
         sweeper.cancel()
-        // Long-polls and streams first (they would otherwise run out the grace), then the server drains.
-        await store.shutdown()
-        await server.shutdown(grace: options.shutdownGrace)
+        let stopped = DispatchSemaphore(value: 0)
+        let grace = options.shutdownGrace
+        Task {
+            // Long-polls and streams first (they would otherwise run out the grace), then the server drains.
+            await store.shutdown()
+            await server.shutdown(grace: grace)
+            stopped.signal()
+        }
+        stopped.wait()
         observer.info("stopped")
         exit(0)
     }

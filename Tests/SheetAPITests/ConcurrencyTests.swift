@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// Many clients at once, over loopback, against the real binary.
@@ -15,10 +16,8 @@ struct ConcurrencyTests {
 
         let clients = 8
         let perClient = 200
-        let lock = NSLock()
-        var effective = 0
-        var malformed: [String] = []
-        var createdIDs = Set<String>()
+        struct Tally { var effective = 0; var malformed: [String] = []; var createdIDs = Set<String>() }
+        let tally = Mutex(Tally())
         DispatchQueue.concurrentPerform(iterations: clients + 2) { worker in
             do {
                 let client = try server.client()
@@ -26,8 +25,9 @@ struct ConcurrencyTests {
                     // Two more clients create sessions in parallel with the drags.
                     for _ in 0..<perClient {
                         let answer = try client.request("POST", "/sessions")
-                        lock.lock(); defer { lock.unlock() }
-                        if answer.status == 201, let new = answer.json["id"] as? String { createdIDs.insert(new) } else { malformed.append(answer.text) }
+                        tally.withLock { t in
+                            if answer.status == 201, let new = answer.json["id"] as? String { t.createdIDs.insert(new) } else { t.malformed.append(answer.text) }
+                        }
                     }
                     return
                 }
@@ -36,17 +36,16 @@ struct ConcurrencyTests {
                     let answer = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"\#(target)"}"#)
                     let events = answer.json["events"] as? [[String: Any]]
                     let session = answer.json["session"] as? [String: Any]
-                    lock.lock(); defer { lock.unlock() }
-                    guard answer.status == 200, let events, session?["detent"] as? String == target else {
-                        malformed.append(answer.text)
-                        continue
+                    let wellFormed = answer.status == 200 && events != nil && session?["detent"] as? String == target
+                    tally.withLock { t in
+                        if wellFormed { t.effective += events?.count ?? 0 } else { t.malformed.append(answer.text) }
                     }
-                    effective += events.count
                 }
             } catch {
-                lock.lock(); malformed.append("\(error)"); lock.unlock()
+                tally.withLock { $0.malformed.append("\(error)") }
             }
         }
+        let (effective, malformed, createdIDs) = tally.withLock { ($0.effective, $0.malformed, $0.createdIDs) }
         #expect(malformed.isEmpty, "\(malformed.prefix(3))")
         #expect(createdIDs.count == 2 * perClient)
         let final = try setup.request("GET", "/sessions/\(id)")

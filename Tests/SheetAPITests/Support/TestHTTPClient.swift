@@ -37,7 +37,7 @@ final class TestHTTPClient {
     init(port: Int, host: String = "127.0.0.1", receiveTimeout: Double = 10, receiveBuffer: Int? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestClientError(description: "socket failed") }
-        var seconds = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int32((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
+        var seconds = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
         if var size = receiveBuffer.map(Int32.init) {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
