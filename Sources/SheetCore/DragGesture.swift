@@ -113,8 +113,11 @@ extension SheetConfiguration {
     /// target is still chosen from the unrounded value, so the rule itself stays exact.
     static func reported(_ height: Double) -> Double {
         let scaled = height * 1_000_000
-        guard scaled.isFinite, abs(scaled) < 9e15 else { return height }
-        let whole = Int64(scaled < 0 ? scaled - 0.5 : scaled + 0.5)   // half away from zero, no libm
+        guard scaled.isFinite, abs(scaled) < 4e15 else { return height }
+        // Half away from zero without libm: below 2^52 the fraction `scaled − whole` is exact.
+        var whole = Int64(scaled)
+        let fraction = scaled - Double(whole)
+        if fraction >= 0.5 { whole += 1 } else if fraction <= -0.5 { whole -= 1 }
         return Double(whole) / 1_000_000
     }
 }
