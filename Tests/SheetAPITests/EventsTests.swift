@@ -108,46 +108,63 @@ struct EventsTests {
 
     // MARK: Server-Sent Events
 
-    /// Reads SSE messages (id, event, data) until `count` arrived or the stream ended.
+    /// Reads SSE messages (id, event, data) until `count` arrived or the stream ended. Decodes the
+    /// chunked framing itself, so the end of the answer (the zero-size chunk) is seen even though
+    /// the connection stays open for the next request.
     final class SSEReader {
         let client: TestHTTPClient
-        var pending = ""
+        private var raw: [UInt8] = []
+        private var text = ""
         var comments: [String] = []
         var ended = false
 
         init(_ client: TestHTTPClient) { self.client = client }
 
-        struct Message: Equatable { var id: Int; var event: String; var data: [String: Any]
-            static func == (a: Message, b: Message) -> Bool { a.id == b.id && a.event == b.event }
-        }
+        struct Message { var id: Int; var event: String; var data: [String: Any] }
 
-        /// Chunked transfer framing is stripped by finding SSE fields line by line in the raw bytes.
         func next(_ count: Int) throws -> [Message] {
             var messages: [Message] = []
             while messages.count < count {
-                while let range = pending.range(of: "\n\n") {
-                    let block = String(pending[..<range.lowerBound])
-                    pending = String(pending[range.upperBound...])
+                while let range = text.range(of: "\n\n") {
+                    let block = String(text[..<range.lowerBound])
+                    text = String(text[range.upperBound...])
                     var message = Message(id: -1, event: "", data: [:])
                     for line in block.split(separator: "\n") {
-                        let text = String(line)
-                        if text.hasPrefix(":") { comments.append(text) }
-                        if text.hasPrefix("id: ") { message.id = Int(text.dropFirst(4)) ?? -1 }
-                        if text.hasPrefix("event: ") { message.event = String(text.dropFirst(7)) }
-                        if text.hasPrefix("data: ") {
-                            message.data = (try? JSONSerialization.jsonObject(with: Data(text.dropFirst(6).utf8))) as? [String: Any] ?? [:]
+                        let line = String(line)
+                        if line.hasPrefix(":") { comments.append(line) }
+                        if line.hasPrefix("id: ") { message.id = Int(line.dropFirst(4)) ?? -1 }
+                        if line.hasPrefix("event: ") { message.event = String(line.dropFirst(7)) }
+                        if line.hasPrefix("data: ") {
+                            message.data = (try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))) as? [String: Any] ?? [:]
                         }
                     }
                     if message.id >= 0 { messages.append(message) }
                     if messages.count == count { return messages }
                 }
+                if ended { return messages }
                 guard let bytes = try client.readAvailable() else { ended = true; return messages }
-                // Drop chunk-size lines ("1a3\r\n") and the CRLFs around chunks.
-                let text = String(decoding: bytes, as: UTF8.self)
-                pending += text.replacingOccurrences(of: #"\r\n[0-9a-fA-F]+\r\n"#, with: "", options: .regularExpression)
-                    .replacingOccurrences(of: "\r\n", with: "")
+                raw += bytes
+                decodeChunks()
             }
             return messages
+        }
+
+        /// Moves complete chunks from `raw` to `text`; a zero-size chunk ends the stream.
+        private func decodeChunks() {
+            while let lineEnd = findCRLF(in: raw, from: 0) {
+                let sizeText = String(decoding: raw[0..<lineEnd], as: UTF8.self)
+                guard let size = Int(sizeText, radix: 16) else { ended = true; return }
+                guard raw.count >= lineEnd + 2 + size + 2 else { return }
+                text += String(decoding: raw[(lineEnd + 2)..<(lineEnd + 2 + size)], as: UTF8.self)
+                raw.removeFirst(lineEnd + 2 + size + 2)
+                if size == 0 { ended = true; return }
+            }
+        }
+
+        private func findCRLF(in bytes: [UInt8], from start: Int) -> Int? {
+            guard bytes.count >= 2 else { return nil }
+            for index in start..<(bytes.count - 1) where bytes[index] == 13 && bytes[index + 1] == 10 { return index }
+            return nil
         }
     }
 
@@ -244,10 +261,12 @@ struct EventsTests {
         }
         #expect(received == 1500, "the reading presenter got every event")
         // The stalled reader now drains: it must find the drop notice and the end of the stream.
-        var text = ""
-        while let bytes = try? stalled.readAvailable() { text += String(decoding: bytes, as: UTF8.self) }
-        #expect(text.contains(": dropped"), "a final comment says why")
-        let seqs = text.split(separator: "\n").filter { $0.hasPrefix("id: ") }.compactMap { Int($0.dropFirst(4)) }
+        _ = try stalled.readResponseHead()
+        let drained = SSEReader(stalled)
+        let got = try drained.next(2000)
+        #expect(drained.ended, "the stream was ended")
+        #expect(drained.comments.contains { $0.hasPrefix(": dropped") }, "a final comment says why")
+        let seqs = got.map(\.id)
         #expect(seqs.count < 1500)
         #expect(seqs == Array(2..<(2 + seqs.count)), "what it got before the drop is in order and without gaps")
         #expect(server.stop() == 0)
