@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <time.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -194,6 +195,26 @@ static inline int sheetd_connection_fd(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info == NULL ? -1 : (int)info->connect_fd;
+}
+
+/* The pointer stored in *socket_context by the NOTIFY_CONNECTION callback, or NULL. */
+static inline void *sheetd_socket_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
+/* Monotonic clock in nanoseconds (cheap: vDSO). */
+static inline int64_t sheetd_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* shutdown(2) both directions: libmicrohttpd then sees the peer gone and closes the connection
+   on its own thread. */
+static inline int sheetd_shutdown_socket(int fd) {
+    return shutdown(fd, SHUT_RDWR);
 }
 
 /* MHD_set_connection_option(MHD_CONNECTION_OPTION_TIMEOUT, seconds). */
