@@ -254,7 +254,7 @@ extension ServerCore {
         for (name, value) in response.headers {
             let added = name.withCString { n in value.withCString { v in MHD_add_response_header(mhdResponse, n, v) } }
             if added != MHD_Result.YES {
-                errorLog("libmicrohttpd refused response header \(name)")
+                errorLog("libmicrohttpd refused response header \(name) (it refuses empty values and control characters)")
             }
         }
         context.status = status
