@@ -17,7 +17,7 @@ final class ConnectionState: Sendable {
     let receivingSince: Atomic<Int64>
     /// Set at NOTIFY_CONNECTION CLOSED, before libmicrohttpd closes the fd: the sweeper only
     /// shuts a socket down under this lock while it is false, so it never touches a reused fd.
-    let closed = Mutex(false)
+    let closed = LockedState(false)
 
     init(fd: Int32, now: Int64) {
         self.fd = fd
@@ -36,12 +36,12 @@ final class ConnectionState: Sendable {
 
 /// All open connections, for the request-receive deadline.
 final class ConnectionTracker: Sendable {
-    private struct State: ~Copyable {
+    private struct State: Sendable {
         var connections: [ConnectionState] = []
         var compactionThreshold = 256
     }
 
-    private let state = Mutex(State())
+    private let state = LockedState(State())
     let timeoutNanoseconds: Int64
 
     init(timeout: Duration) {

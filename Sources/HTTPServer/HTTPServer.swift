@@ -26,7 +26,7 @@ public final class HTTPServer: Sendable {
         let sweeper: Task<Void, Never>
     }
 
-    private enum Lifecycle {
+    private enum Lifecycle: Sendable {
         case idle
         case running(Running)
         case stopping([CheckedContinuation<Void, Never>])
@@ -35,7 +35,7 @@ public final class HTTPServer: Sendable {
 
     public let configuration: HTTPServerConfiguration
     private let core: ServerCore
-    private let lifecycle = Mutex<Lifecycle>(.idle)
+    private let lifecycle = LockedState<Lifecycle>(.idle)
     private let port = Atomic<Int>(0)
 
     public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {
