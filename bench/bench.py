@@ -3,8 +3,9 @@
 
 Run through bench/run (which builds both binaries); configuration comes from the environment:
 
-  BENCH_SECONDS=10        length of each measured wrk run
-  BENCH_ROUNDS=3          A B rounds per workload (medians over rounds)
+  BENCH_SECONDS=6         length of each measured wrk run
+  BENCH_ROUNDS=5          A B rounds per workload (medians over rounds; more, shorter rounds
+                          pair A and B better when other jobs come and go on the machine)
   BENCH_WARMUP=2          seconds of unmeasured warm-up per server and workload
   BENCH_THREADS=2         server threads: sheetd --threads and the baseline's pool
   BENCH_CONNECTIONS=64    connections of the "c64" workloads (wrk -t2)
@@ -29,6 +30,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -50,8 +52,8 @@ def env_int(name, default):
     return int(v) if v.strip() else default
 
 
-SECONDS = env_int("BENCH_SECONDS", 10)
-ROUNDS = env_int("BENCH_ROUNDS", 3)
+SECONDS = env_int("BENCH_SECONDS", 6)
+ROUNDS = env_int("BENCH_ROUNDS", 5)
 WARMUP = env_int("BENCH_WARMUP", 2)
 THREADS = env_int("BENCH_THREADS", 2)
 CONNS = env_int("BENCH_CONNECTIONS", 64)
@@ -192,9 +194,16 @@ def quiet_level(help_text):
         return os.environ["BENCH_LOG_LEVEL"]
     if "--log-level" not in help_text:
         return None
-    # The quietest level the help names, from the usual vocabularies.
-    idx = help_text.index("--log-level")
-    around = help_text[idx: idx + 400].lower()
+    # The quietest level the help names, from the usual vocabularies, looking only at the
+    # option's own description (its line and the indented lines up to the next option).
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "--log-level" in line)
+    own = [lines[start][lines[start].index("--log-level"):]]
+    for line in lines[start + 1:]:
+        if not line.strip() or line.lstrip().startswith("-"):
+            break
+        own.append(line)
+    around = " ".join(own).lower()
     for level in ("none", "off", "silent", "critical", "error", "warning", "warn"):
         if re.search(r"\b" + level + r"\b", around):
             return level
@@ -325,6 +334,17 @@ def check_states(server, path, sample=300):
 
 # ---------------------------------------------------------------------------------------------
 # wrk
+def machine_busy_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)  # user nice system irq softirq steal
+
+
+def children_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
     cmd = ["wrk", f"-t{wrk_threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
            "-s", os.path.join(LUA, script), server.url, "--", *[str(a) for a in args]]
@@ -332,9 +352,9 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
         commands.append("wrk: " + shlex.join(cmd))
     server.trim_log()
     log0 = server.log_bytes()
-    c0 = server.cpu_ticks()
+    m0, w0, c0 = machine_busy_ticks(), children_cpu_s(), server.cpu_ticks()
     p = subprocess.run(cmd, capture_output=True, text=True)
-    c1 = server.cpu_ticks()
+    c1, w1, m1 = server.cpu_ticks(), children_cpu_s(), machine_busy_ticks()
     server.check_alive()
     m = re.search(r"^BENCH_RESULT (\{.*\})$", p.stdout, re.M)
     if p.returncode != 0 or not m:
@@ -347,6 +367,10 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
     r["cpu_s"] = (c1 - c0) / CLK_TCK
     r["cpu_us_per_req"] = r["cpu_s"] * 1e6 / reqs
     r["cpu_cores"] = r["cpu_s"] / secs
+    r["wrk_cores"] = (w1 - w0) / secs
+    # CPU the rest of the machine used meanwhile (other jobs): when it is not ~0 the round
+    # competed for the cores and its figures say less.
+    r["other_cores"] = max(0.0, (m1 - m0) / CLK_TCK - r["cpu_s"] - (w1 - w0)) / secs
     r["error_count"] = e["connect"] + e["read"] + e["write"] + e["status"] + e["timeout"]
     r["stderr_bytes_per_req"] = max(0, server.log_bytes() - log0) / reqs
     if p.stderr.strip():
@@ -450,7 +474,18 @@ def main():
         if SELFTEST:
             a = Server("sheetd", baseline_argv(SELFTEST_SIZES)).start()
         else:
-            a = Server("sheetd", sheetd_argv(help_text)).start()
+            argv = sheetd_argv(help_text)
+            try:
+                a = Server("sheetd", argv).start()
+            except RuntimeError as e:
+                if "--log-level" not in argv:
+                    raise
+                # the guessed level was refused: run with sheetd's default logging instead
+                i = argv.index("--log-level")
+                results["notes"].append(f"sheetd refused --log-level {argv[i + 1]} ({str(e)[-200:]}); ran with its default logging")
+                os.environ["BENCH_LOG_LEVEL"] = ""
+                help_text = help_text.replace("--log-level", "--log_level_refused")
+                a = Server("sheetd", sheetd_argv(help_text)).start()
         servers.append(a)
         log(f"bench: {a_label} listening on {a.url}")
         sizes = probe_sizes(a)
@@ -490,7 +525,7 @@ def main():
                     r = run_wrk(srv, script, conns, wrk_threads, SECONDS, [files[srv.name], wrk_threads], record=(rnd == 0))
                     row[label] = r
                     log(f"bench: {key} round {rnd + 1} {labels[label]}: {r['rps']:,.0f} req/s, p99 {fmt_us(r['latency_us']['p99'])}, "
-                        f"{r['cpu_us_per_req']:.1f} µs CPU/req, errors {r['error_count']}")
+                        f"{r['cpu_us_per_req']:.1f} µs CPU/req, errors {r['error_count']}, other jobs {r['other_cores']:.2f} cores")
                 row["ratio_rps"] = row["a"]["rps"] / row["b"]["rps"] if row["b"]["rps"] else None
                 row["ratio_p99"] = row["a"]["latency_us"]["p99"] / row["b"]["latency_us"]["p99"] if row["b"]["latency_us"]["p99"] else None
                 row["ratio_cpu"] = row["a"]["cpu_us_per_req"] / row["b"]["cpu_us_per_req"] if row["b"]["cpu_us_per_req"] else None
@@ -507,6 +542,7 @@ def main():
                     "cpu_cores": median(r["cpu_cores"] for r in rs),
                     "errors": sum(r["error_count"] for r in rs),
                     "stderr_bytes_per_req": median(r["stderr_bytes_per_req"] for r in rs),
+                    "other_cores": median(r["other_cores"] for r in rs),
                 }
             summary["ratio_rps"] = median(row["ratio_rps"] for row in rounds)
             summary["ratio_p99"] = median(row["ratio_p99"] for row in rounds)
@@ -652,16 +688,22 @@ def report(res, a_label):
             L.append(f"  {w['labels']['a']} wrote {logb:.0f} bytes of stderr per request.")
     L.append("")
 
+    busy = median(r[side]["other_cores"] for _, w in sections for r in w["rounds"] for side in ("a", "b"))
+    if busy is not None:
+        L.append(f"Other jobs on the machine used {busy:.2f} cores (median over runs) while wrk ran"
+                 + (": the machine was shared, so single rounds are noisy; trust the medians and the CPU per request more than any one round."
+                    if busy > 0.1 else "."))
+        L.append("")
     L.append("### Rounds\n")
-    L.append("| workload | round | A req/s | B req/s | ratio | A p99 | B p99 | A p99.9 | B p99.9 | A µs/req | B µs/req | errors A/B |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    L.append("| workload | round | A req/s | B req/s | ratio | A p99 | B p99 | A p99.9 | B p99.9 | A µs/req | B µs/req | errors A/B | other jobs (cores) A/B |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for name, w in sections:
         for i, row in enumerate(w["rounds"]):
             A, B = row["a"], row["b"]
             L.append(f"| {name} | {i + 1} | {fmt_rps(A['rps'])} | {fmt_rps(B['rps'])} | {fmt_ratio(row['ratio_rps'])} | "
                      f"{fmt_us(A['latency_us']['p99'])} | {fmt_us(B['latency_us']['p99'])} | {fmt_us(A['latency_us']['p99.9'])} | "
                      f"{fmt_us(B['latency_us']['p99.9'])} | {A['cpu_us_per_req']:.1f} | {B['cpu_us_per_req']:.1f} | "
-                     f"{A['error_count']}/{B['error_count']} |")
+                     f"{A['error_count']}/{B['error_count']} | {A['other_cores']:.2f}/{B['other_cores']:.2f} |")
     L.append("")
 
     mem = res.get("memory")
