@@ -91,8 +91,10 @@ public final class SessionStore: Sendable {
     /// The cursor is an ordinal, not an id, so it still works after its session was deleted.
     public func list(phase: Phase?, after: UInt64, limit: Int) async -> SessionPage {
         var merged: [(ordinal: UInt64, session: SessionSnapshot)] = []
+        // One more than the page from each shard: a shard holding the rest of the page and more
+        // must be able to say "more", or `next` would wrongly end the listing.
         for shard in shards {
-            merged += await shard.list(phase: phase, after: after, limit: limit)
+            merged += await shard.list(phase: phase, after: after, limit: limit + 1)
         }
         merged.sort { $0.ordinal < $1.ordinal }
         let page = merged.prefix(limit)

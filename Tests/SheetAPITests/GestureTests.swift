@@ -37,22 +37,24 @@ struct GestureTests {
     ]
 
     @Test(arguments: cases)
-    func workedNumbers(_ item: Case) throws {
-        let client = try Self.server.get().client()
-        let id = try #require(try client.request("POST", "/sessions", body: item.configuration).json["id"] as? String)
-        let answer = try client.request("POST", "/sessions/\(id)/drag", body: item.body)
-        #expect(answer.status == 200, "\(answer.text)")
-        let gesture = try #require(answer.json["gesture"] as? [String: Any])
-        #expect(gesture["target"] as? String == item.target)
-        #expect(gesture["releasedHeight"] is NSNumber)
-        #expect(gesture["projectedHeight"] is NSNumber)
-        let session = try #require(answer.json["session"] as? [String: Any])
-        #expect(session["phase"] as? String == item.phase)
-        #expect(session["detent"] as? String == item.detent)
-        let events = try #require(answer.json["events"] as? [[String: Any]])
-        #expect(events.compactMap { $0["type"] as? String } == item.eventTypes)
-        for event in events {
-            #expect((event["gesture"] as? NSDictionary) == (gesture as NSDictionary), "every event carries the gesture")
+    func workedNumbers(_ item: Case) async throws {
+        try await offPool {
+            let client = try Self.server.get().client()
+            let id = try #require(try client.request("POST", "/sessions", body: item.configuration).json["id"] as? String)
+            let answer = try client.request("POST", "/sessions/\(id)/drag", body: item.body)
+            #expect(answer.status == 200, "\(answer.text)")
+            let gesture = try #require(answer.json["gesture"] as? [String: Any])
+            #expect(gesture["target"] as? String == item.target)
+            #expect(gesture["releasedHeight"] is NSNumber)
+            #expect(gesture["projectedHeight"] is NSNumber)
+            let session = try #require(answer.json["session"] as? [String: Any])
+            #expect(session["phase"] as? String == item.phase)
+            #expect(session["detent"] as? String == item.detent)
+            let events = try #require(answer.json["events"] as? [[String: Any]])
+            #expect(events.compactMap { $0["type"] as? String } == item.eventTypes)
+            for event in events {
+                #expect((event["gesture"] as? NSDictionary) == (gesture as NSDictionary), "every event carries the gesture")
+            }
         }
     }
 
@@ -65,13 +67,15 @@ struct GestureTests {
         (#"{"velocity":10}"#, "translation"),
         (#"{"translation":true}"#, "translation"),
     ])
-    func invalidGesturesChangeNothing(body: String, field: String) throws {
-        let client = try Self.server.get().client()
-        let id = try #require(try client.request("POST", "/sessions", body: Self.seed).json["id"] as? String)
-        let answer = try client.request("POST", "/sessions/\(id)/drag", body: body)
-        #expect(answer.status == 400)
-        #expect(answer.errorCode == "invalid_field")
-        #expect(answer.errorField == field)
-        #expect(try client.request("GET", "/sessions/\(id)").json["version"] as? Int == 1)
+    func invalidGesturesChangeNothing(body: String, field: String) async throws {
+        try await offPool {
+            let client = try Self.server.get().client()
+            let id = try #require(try client.request("POST", "/sessions", body: Self.seed).json["id"] as? String)
+            let answer = try client.request("POST", "/sessions/\(id)/drag", body: body)
+            #expect(answer.status == 400)
+            #expect(answer.errorCode == "invalid_field")
+            #expect(answer.errorField == field)
+            #expect(try client.request("GET", "/sessions/\(id)").json["version"] as? Int == 1)
+        }
     }
 }
