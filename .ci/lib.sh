@@ -46,3 +46,42 @@ ensure_venv() {
         touch "$stamp"
     fi
 }
+
+# start_sheetd LOG: starts ${SHEETD_BIN:-.build/debug/sheetd} on a free loopback port (building it
+# when missing), logging to LOG; sets server_pid and base_url from the line it logs.
+start_sheetd() {
+    local log="$1"
+    local bin="${SHEETD_BIN:-.build/debug/sheetd}"
+    if [[ ! -x "$bin" ]]; then
+        [[ -z "${SHEETD_BIN:-}" ]] || die "SHEETD_BIN=$bin is not an executable"
+        command -v swift >/dev/null || die "$bin is missing and swift is not on PATH to build it"
+        say "$bin is missing; building it (swift build --product sheetd)"
+        swift build --product sheetd
+        [[ -x "$bin" ]] || die "swift build finished but $bin does not exist"
+    fi
+    say "starting $bin --host 127.0.0.1 --port 0 --memory"
+    "$bin" --host 127.0.0.1 --port 0 --memory >"$log" 2>&1 &
+    server_pid=$!
+    # It logs one line with the address it listens on: "sheetd: listening on http://127.0.0.1:43123".
+    base_url=""
+    for _ in $(seq 1 300); do
+        base_url="$(grep -m1 -oE 'https?://(\[[0-9a-fA-F:]+\]|[0-9A-Za-z.-]+):[0-9]+' "$log" || true)"
+        [[ -n "$base_url" ]] && break
+        kill -0 "$server_pid" 2>/dev/null || die "sheetd exited before it logged its address"
+        sleep 0.1
+    done
+    [[ -n "$base_url" ]] || die "sheetd logged no 'listening on http://HOST:PORT' line within 30 s"
+    say "sheetd is listening on $base_url (pid $server_pid)"
+}
+
+# stop_sheetd: SIGTERM, then SIGKILL if it is still running 5 s later.
+stop_sheetd() {
+    [[ -n "${server_pid:-}" ]] && kill -0 "$server_pid" 2>/dev/null || return 0
+    kill -TERM "$server_pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$server_pid" 2>/dev/null; then
+        say "sheetd did not stop within 5 s of SIGTERM; killing it"
+        kill -KILL "$server_pid" 2>/dev/null || true
+    fi
+    wait "$server_pid" 2>/dev/null || true
+}

@@ -106,15 +106,16 @@ actor SessionShard {
         idempotency: IdempotencyRequest,
         render: @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer
     ) throws(StoreError) -> IdempotentAnswer {
-        guard sessions[id] != nil else { throw StoreError(.sessionNotFound) }
         let key = IdempotencyLedger.Key(scope: id, key: idempotency.key)
         let now = clock.now()
+        // The ledger comes first: a retry after the session was deleted still gets its first answer.
         switch ledger.lookup(key, fingerprint: idempotency.fingerprint, now: now) {
         case .replay(let answer):
             return IdempotentAnswer(answer: answer, replayed: true)
         case .reused:
             throw StoreError(.idempotencyKeyReused)
         case .miss:
+            guard sessions[id] != nil else { throw StoreError(.sessionNotFound) }
             let result: Result<ActionResult, StoreError>
             do { result = .success(try apply(action, to: id, ifMatch: ifMatch)) } catch { result = .failure(error) }
             let answer = render(result)

@@ -28,11 +28,10 @@ struct BodyObject {
         }
     }
 
-    /// The member, or nil when absent or null (null means "not given").
+    /// The member, or nil when absent. `null` is a value like any other (and a wrong type for
+    /// every field but `thresholdDetent`, where it means "none").
     subscript(key: String) -> JSONValue? {
-        guard let value = members.first(where: { $0.key == key })?.value else { return nil }
-        if case .null = value { return nil }
-        return value
+        members.first(where: { $0.key == key })?.value
     }
 
     func string(_ key: String) throws(APIError) -> String? {
@@ -93,7 +92,12 @@ enum RequestBodies {
             detents = parsed
         }
         let defaultDetent = try object.detent("defaultDetent")
-        let thresholdDetent = try object.detent("thresholdDetent")
+        var thresholdDetent: Detent?
+        if case .null? = object["thresholdDetent"] {
+            thresholdDetent = nil
+        } else {
+            thresholdDetent = try object.detent("thresholdDetent")
+        }
         let dismissPolicy = try object.choice("dismissPolicy", as: DismissPolicy.self)
         let interceptAction = try object.choice("interceptAction", as: InterceptAction.self)
         let containerHeight = try object.number("containerHeight")
