@@ -1,0 +1,106 @@
+import HTTPServer
+import SessionStore
+import SheetCore
+
+/// Request headers read by every route, and the answers built from results and errors.
+extension SheetService {
+    // MARK: Headers
+
+    func sessionID(_ text: Substring) throws(APIError) -> SessionID {
+        guard let id = SessionID(text) else {
+            throw APIError(.sessionNotFound, "No session has this id; it may have been deleted or expired.")
+        }
+        return id
+    }
+
+    /// `If-Match: "<version>"` applies only at that version; `*` or no header applies unconditionally.
+    static func ifMatch(_ head: HTTPRequestHead) throws(APIError) -> UInt64? {
+        guard let raw = head.headers["If-Match"] else { return nil }
+        let text = raw.trimmingASCIIWhitespace()
+        if text == "*" { return nil }
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 3, utf8.first == UInt8(ascii: "\""), utf8.last == UInt8(ascii: "\""),
+              let version = UInt64(String(decoding: utf8[1..<(utf8.count - 1)], as: UTF8.self)),
+              utf8[1..<(utf8.count - 1)].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else {
+            throw APIError.invalidField("If-Match", "If-Match must be a quoted version from an ETag, such as \"3\", or *.")
+        }
+        return version
+    }
+
+    /// The precondition of a request on an existing session; a malformed header still loses to 404.
+    func precondition(_ head: HTTPRequestHead, session id: SessionID) async throws(APIError) -> UInt64? {
+        do { return try Self.ifMatch(head) } catch {
+            _ = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+            throw error
+        }
+    }
+
+    func idempotencyKey(_ head: HTTPRequestHead) throws(APIError) -> String? {
+        guard let key = head.headers["Idempotency-Key"] else { return nil }
+        guard (1...128).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+            throw APIError(.invalidIdempotencyKey, "Idempotency-Key must be 1 to 128 visible ASCII characters.", field: "Idempotency-Key")
+        }
+        return key
+    }
+
+    // MARK: Answers
+
+    func storeCall<T>(_ body: () async throws(StoreError) -> T) async throws(APIError) -> T {
+        do { return try await body() } catch { throw APIError(error) }
+    }
+
+    func json(_ status: Int, _ body: [UInt8], requestID: String) -> HTTPResponse {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json; charset=utf-8")
+        headers.add("X-Request-Id", requestID)
+        return HTTPResponse(status: status, headers: headers, body: .bytes(body))
+    }
+
+    func sessionResponse(_ status: Int, _ body: [UInt8], version: UInt64, requestID: String) -> HTTPResponse {
+        var response = json(status, body, requestID: requestID)
+        response.headers.add("ETag", "\"\(version)\"")
+        return response
+    }
+
+    func errorResponse(_ error: APIError, requestID: String) -> HTTPResponse {
+        var response = json(error.code.status, Rendering.errorBody(error, requestID: requestID), requestID: requestID)
+        if let session = error.session { response.headers.add("ETag", "\"\(session.sheet.version)\"") }
+        if !error.allowed.isEmpty { response.headers.add("Allow", error.allowed.joined(separator: ", ")) }
+        return response
+    }
+
+    func errorResponse(_ error: APIError, head: HTTPRequestHead) -> HTTPResponse {
+        errorResponse(error, requestID: requestIDs.id(for: head))
+    }
+
+    /// The parts of an answer a replay must repeat: status, body, and the headers that describe them.
+    static func stored(_ response: HTTPResponse) -> StoredAnswer {
+        var headers: [String: String] = [:]
+        for name in ["Content-Type", "ETag", "Location", "Allow"] {
+            if let value = response.headers[name] { headers[name] = value }
+        }
+        guard case .bytes(let body) = response.body else { return StoredAnswer(status: response.status, headers: headers, body: []) }
+        return StoredAnswer(status: response.status, headers: headers, body: body)
+    }
+
+    func replayable(_ answer: IdempotentAnswer, requestID: String) -> HTTPResponse {
+        var headers = HTTPHeaders()
+        for name in ["Content-Type", "ETag", "Location", "Allow"] {
+            if let value = answer.answer.headers[name] { headers.add(name, value) }
+        }
+        headers.add("X-Request-Id", requestID)
+        if answer.replayed { headers.add("Idempotent-Replayed", "true") }
+        return HTTPResponse(status: answer.answer.status, headers: headers, body: .bytes(answer.answer.body))
+    }
+}
+
+extension String {
+    func trimmingASCIIWhitespace() -> String {
+        let utf8 = self.utf8
+        guard let start = utf8.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }),
+              let end = utf8.lastIndex(where: { $0 != 0x20 && $0 != 0x09 })
+        else { return "" }
+        return String(self[start...end])
+    }
+}
