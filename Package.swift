@@ -38,9 +38,13 @@ let package = Package(
         ),
         .executableTarget(name: "sheetcore-bench", dependencies: ["SheetCore"], path: "Sources/sheetcore-bench", swiftSettings: strict),
         .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore"], swiftSettings: strict),
+        // Fuzzing: the in-process request harness, and its libFuzzer / replay executable (.ci/fuzz).
+        .target(name: "SheetFuzzing", dependencies: ["SheetAPI", "HTTPServer", "SessionStore"], swiftSettings: strict),
+        .systemLibrary(name: "CLibFuzzer", path: "CLibFuzzer"),
+        .executableTarget(name: "sheetd-fuzz", dependencies: ["SheetFuzzing", "CLibFuzzer"], path: "Sources/sheetd-fuzz", swiftSettings: strict),
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
-        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "SheetFuzzing"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
