@@ -136,8 +136,11 @@ struct ProcessFigures {
         }
         if let directory = opendir("/proc/self/fd") {
             var count = 0
+            // Read d_name in place, up to its NUL: glibc sizes each entry to its name (d_reclen),
+            // so copying the whole `dirent` (entry.pointee) reads past the last entry's end.
+            let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19 // 19 on glibc
             while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let name = String(cString: (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self))
                 if name != "." && name != ".." { count += 1 }
             }
             closedir(directory)
