@@ -111,6 +111,9 @@ final class SheetdProcess: @unchecked Sendable {
             process.waitUntilExit()
             return -1
         }
+        // Let Foundation observe the exit itself: a Process whose end was only seen through
+        // isRunning stays in a retain cycle with its run-loop source (LeakSanitizer reports it).
+        process.waitUntilExit()
         // Collect what is still in the pipe, so `stderr` is complete once the process is gone.
         errors.readabilityHandler = nil
         let rest = errors.readDataToEndOfFile()
