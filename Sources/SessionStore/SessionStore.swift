@@ -32,6 +32,20 @@ public final class SessionStore: Sendable {
         creations = CreationLedger(capacity: configuration.idempotencyCapacity, clock: configuration.clock)
     }
 
+    /// Configurations in use, so sessions created alike share one (immutable) storage object
+    /// instead of each holding its own copy of the detent tables: most clients create every
+    /// session with the same configuration, and this is most of an idle session's memory.
+    private let configurations = Mutex<[SheetConfiguration: SheetConfiguration]>([:])
+    private static let internedConfigurationLimit = 4096
+
+    private func interned(_ configuration: SheetConfiguration) -> SheetConfiguration {
+        configurations.withLock { table in
+            if let shared = table[configuration] { return shared }
+            if table.count < Self.internedConfigurationLimit { table[configuration] = configuration }
+            return configuration
+        }
+    }
+
     private func shard(for id: SessionID) -> SessionShard { shards[id.shardIndex(of: shards.count)] }
 
     public var sessionCount: Int { count.load(ordering: .relaxed) }
@@ -52,7 +66,7 @@ public final class SessionStore: Sendable {
         }
         let id = SessionID.random()
         let ordinal = ordinals.add(1, ordering: .relaxed).newValue
-        let sheet = Sheet(configuration: configuration, now: self.configuration.clock.now())
+        let sheet = Sheet(configuration: interned(configuration), now: self.configuration.clock.now())
         await shard(for: id).insert(sheet, id: id, ordinal: ordinal)
         return SessionSnapshot(id: id, sheet: sheet)
     }
