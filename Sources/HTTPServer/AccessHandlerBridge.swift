@@ -207,7 +207,7 @@ extension ServerCore {
     private func suspendAndRespond(_ context: RequestContext) -> MHD_Result {
         let request = HTTPRequest(head: context.head, body: context.body)
         context.body = []
-        context.deadline = context.started + suspendedRequestDeadline
+        context.deadline = .now + suspendedRequestDeadline
         // Suspend before anyone else can see the context: every resolver then resumes after this.
         suspensionBegan()
         MHD_suspend_connection(context.connection)
@@ -300,14 +300,16 @@ extension ServerCore {
                 return nil
             }
             context.stream = stream
-            stream.attach(connection: context.connection, core: self)
+            let fd = sheetd_connection_fd(context.connection)
+            if fd >= 0 && streamSendBufferSize > 0 {
+                // A small send buffer keeps "how far behind is this client" honest (loopback
+                // buffers grow to megabytes otherwise).
+                _ = sheetd_set_send_buffer(fd, streamSendBufferSize)
+            }
+            stream.attach(connection: context.connection, fd: fd, core: self)
             if !registry.add(stream) {
                 // Shutting down: send what is queued, then end.
                 stream.finish()
-            }
-            let fd = sheetd_connection_fd(context.connection)
-            if fd >= 0 && streamSendBufferSize > 0 {
-                _ = sheetd_set_send_buffer(fd, streamSendBufferSize)
             }
             return mhdResponse
         }

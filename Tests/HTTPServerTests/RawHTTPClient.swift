@@ -220,6 +220,7 @@ func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thr
         let job = ThreadJob {
             do { continuation.resume(returning: try work()) } catch { continuation.resume(throwing: error) }
         }
+        // Released by the thread's entry function, or below if the thread cannot be created.
         let argument = Unmanaged.passRetained(job).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(&thread, nil, { argument in

@@ -61,6 +61,7 @@ struct StreamAndShutdownTests {
         #expect(stream.write([]))
         #expect(stream.write([4]))
         #expect(stream.pendingWrites == 2)
+        #expect(stream.unsentSocketBytes == 0)
         #expect(!stream.isClosed)
         stream.onClose { closes.increment() }
         stream.finish()
