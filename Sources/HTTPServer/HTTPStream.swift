@@ -115,6 +115,7 @@ public final class HTTPStream: Sendable {
 
     /// The response carrying this stream was queued on `connection`.
     func attach(connection: OpaquePointer, fd: Int32, core: ServerCore) {
+        core.activeStreams.add(1, ordering: .relaxed)
         state.withLock { s in
             s.attachment = Attachment(connection: connection, core: core, fd: fd)
         }
@@ -174,18 +175,20 @@ public final class HTTPStream: Sendable {
     }
 
     private func close() {
-        let handler = state.withLock { s -> (@Sendable () -> Void)? in
-            if s.closed { return nil }
+        let (handler, core) = state.withLock { s -> ((@Sendable () -> Void)?, ServerCore?) in
+            if s.closed { return (nil, nil) }
             s.closed = true
             s.finished = true
+            let core = s.attachment?.core
             s.attachment = nil
             s.queue = []
             s.head = 0
             s.offset = 0
             let handler = s.onClose
             s.onClose = nil
-            return handler
+            return (handler, core)
         }
+        core?.activeStreams.subtract(1, ordering: .relaxed)
         handler?()
     }
 

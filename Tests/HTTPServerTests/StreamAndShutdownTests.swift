@@ -163,6 +163,28 @@ struct StreamAndShutdownTests {
         #expect(await probe.wait { Set($0.streamsClosed) == ["idle", "busy"] })
     }
 
+    @Test("shutdown does not wait its grace for a stream whose client stopped reading")
+    func shutdownStalledStream() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.errorLog = { _ in }
+        let probe = Probe()
+        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+        let port = try server.start()
+        let box = try await onThread {
+            let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
+            try client.send(RawHTTPClient.request("GET", "/flood?id=stalled"))
+            return ClientBox(client)
+        }
+        // Let the buffers fill: the client never reads.
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        await server.shutdown(grace: .seconds(5))
+        #expect(milliseconds(since: started) < 2000)
+        #expect(await probe.wait { $0.streamsClosed.contains("stalled") })
+        _ = box
+    }
+
     @Test("shutdown is idempotent and safe before start")
     func shutdownIdempotent() async throws {
         var configuration = HTTPServerConfiguration()
