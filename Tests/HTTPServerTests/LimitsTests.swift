@@ -54,9 +54,11 @@ struct LimitsTests {
             }
             let cutTimes = try await heads
             #expect(latencies.count == 20)
-            #expect((latencies.max() ?? 1e9) < 250)
+            // Generous bounds: this checks "never held up behind a slow peer" (which would cost a
+            // whole timeout), not speed; the machine running the tests is shared and noisy.
+            #expect((latencies.max() ?? 1e9) < 900)
             #expect(cutTimes.allSatisfy { $0 >= 800 && $0 < 3000 }, "cut after \(cutTimes) ms")
-            #expect(milliseconds(since: started) < 5000)
+            #expect(milliseconds(since: started) < 12000)
             #expect(await Probe().wait { _ in server.openConnections == 0 })
         }
     }
