@@ -6,10 +6,12 @@ import Glibc
 
 // The bridge from libmicrohttpd's synchronous access handler to async Swift.
 //
-// Per request (keep-alive, small POST): first call (head) → body call(s) → final call: suspend,
-// start a Task.immediate → the responder runs on this thread until it really has to wait; it
-// stores the answer and calls MHD_resume_connection → the handler's next call queues it.
-// Thread hops: none when the responder does not wait (or only enters a free actor); when it
+// Per request (keep-alive, small POST): first call (head) → body call(s) → final call: start a
+// Task.immediate whose executor preference (the RequestContext) runs its jobs on this thread
+// while the handler is inside the call → if the answer is stored when it returns, queue it at
+// once (no suspend/resume, no other thread); else suspend, and the task stores the answer and
+// calls MHD_resume_connection → the handler's next call queues it.
+// Thread hops: none when the responder does not wait (entering a free actor included); when it
 // waits, two: libmicrohttpd thread → Swift executor → (resume) libmicrohttpd thread.
 
 // MARK: - C entry points (they capture nothing; context travels in `cls`)
@@ -203,30 +205,50 @@ extension ServerCore {
         }
     }
 
-    /// Final call: suspend the connection and let a Task run the responder.
+    /// Final call: run the responder in a task that starts right here. If it answers without
+    /// waiting (an uncontended actor included: see `RequestContext.enqueue`), queue the answer in
+    /// this same call: no suspension, no other thread. Otherwise suspend the connection; the
+    /// task resumes it when it answers (`RequestContext.Delivery` settles who does what).
     private func suspendAndRespond(_ context: RequestContext) -> MHD_Result {
         let request = HTTPRequest(head: context.head, body: context.body)
         context.body = []
+        let responder = self.responder
+        context.runInline {
+            Task.immediate(executorPreference: context) {
+                let response = await responder.respond(to: request)
+                context.resolve(response, core: self)
+            }
+        }
+        if context.answeredInline {
+            return queueStoredAnswer(context)
+        }
         context.deadline = .now + suspendedRequestDeadline
-        // Suspend before anyone else can see the context: every resolver then resumes after this.
         suspensionBegan()
         MHD_suspend_connection(context.connection)
+        guard context.handOverToResolver() else {
+            // The answer came from another thread between the check and the suspension: resume
+            // ourselves; the next call (`.queueAnswer`) queues it.
+            MHD_resume_connection(context.connection)
+            suspensionEnded()
+            return MHD_Result.YES
+        }
+        // Published only now: the sweeper and shutdown resolve suspended requests only.
         guard registry.add(context) else {
             // Shutdown closed the registry: answer 503 ourselves (resumes the connection).
             context.resolve(shutdownAnswer(context.head), core: self)
             return MHD_Result.YES
         }
-        // Task.immediate runs the responder on this thread until its first real suspension:
-        // a responder that answers without waiting (or whose actor is free: swift_task_switch
-        // takes an idle actor inline) answers with no thread hop at all; the resume below then
-        // only re-arms this same connection for the next loop of this thread. A responder that
-        // does wait continues on the Swift executor and resumes the connection from there.
-        let responder = self.responder
-        Task.immediate {
-            let response = await responder.respond(to: request)
-            context.resolve(response, core: self)
-        }
         return MHD_Result.YES
+    }
+
+    /// The answer arrived within the final call itself: queue it now.
+    private func queueStoredAnswer(_ context: RequestContext) -> MHD_Result {
+        guard case .queueAnswer = context.machine.requestComplete(), let answer = context.takeAnswer() else {
+            errorLog("answered request without a stored answer: closing the connection")
+            context.machine.fail()
+            return MHD_Result.NO
+        }
+        return queue(answer, for: context)
     }
 
     /// NOTIFY_COMPLETED: the request is over.
