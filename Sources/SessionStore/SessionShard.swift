@@ -186,7 +186,14 @@ actor SessionShard {
 
     func events(of id: SessionID, after: UInt64) throws(StoreError) -> EventsPage {
         guard let entry = sessions[id] else { throw StoreError(.sessionNotFound) }
+        touch(id)
         return try page(of: entry.sheet, after: after)
+    }
+
+    /// Reading a session's events names it as much as reading the session: the idle sweep must
+    /// not remove a session whose presenter only polls or streams its events.
+    private func touch(_ id: SessionID) {
+        sessions[id]?.lastAccess = clock.now().millisecondsSince1970
     }
 
     private func page(of sheet: Sheet, after: UInt64) throws(StoreError) -> EventsPage {
@@ -202,6 +209,7 @@ actor SessionShard {
     func wait(on id: SessionID, after: UInt64, timeout: Duration) async -> Result<WaitOutcome, StoreError> {
         guard !isShuttingDown else { return .failure(StoreError(.shuttingDown)) }
         guard let entry = sessions[id] else { return .failure(StoreError(.sessionNotFound)) }
+        touch(id)
         let first: EventsPage
         do { first = try page(of: entry.sheet, after: after) } catch { return .failure(error) }
         if !first.events.isEmpty || timeout <= .zero { return .success(.events(first)) }
@@ -221,6 +229,7 @@ actor SessionShard {
         guard var list = waiters[id], let index = list.firstIndex(where: { $0.token == token }) else { return }
         let waiter = list.remove(at: index)
         waiters[id] = list.isEmpty ? nil : list
+        touch(id)
         let version = sessions[id]?.sheet.version ?? 0
         waiter.continuation.resume(returning: .success(.timedOut(version: version)))
     }
@@ -230,6 +239,7 @@ actor SessionShard {
     func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, after: UInt64?) throws(StoreError) -> SubscriptionToken {
         guard !isShuttingDown else { throw StoreError(.shuttingDown) }
         guard let entry = sessions[id] else { throw StoreError(.sessionNotFound) }
+        touch(id)
         let backlog = try page(of: entry.sheet, after: after ?? entry.sheet.version)
         nextToken += 1
         let token = SubscriptionToken(session: id, number: nextToken)
@@ -242,6 +252,7 @@ actor SessionShard {
         guard var list = subscribers[token.session] else { return }
         list.removeAll { $0.number == token.number }
         subscribers[token.session] = list.isEmpty ? nil : list
+        touch(token.session)
     }
 
     private func publish(_ events: [SheetEvent], of id: SessionID, sheet: Sheet) {

@@ -1,0 +1,632 @@
+import Foundation
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 7 against the real binary: concurrent writers, retries, idle sessions, slow and hostile
+/// peers, and a stop in the middle of load. Every test blocks on sockets, so each runs its body
+/// off the cooperative pool.
+@Suite("Robustness (issue 7)")
+struct RobustnessTests {
+    static let threeDetents = #"{"detents":["height:300","medium","large"],"defaultDetent":"large"}"#
+
+    /// One server for the tests that only need sessions of their own.
+    static let shared = Result { try SheetdProcess() }
+
+    static func create(_ client: TestHTTPClient, _ body: String = threeDetents, headers: [(String, String)] = []) throws -> String {
+        let created = try client.request("POST", "/sessions", body: body, headers: headers)
+        #expect(created.status == 201, "create answered \(created.status) \(created.text)")
+        return try #require(created.json["id"] as? String)
+    }
+
+    static func version(_ client: TestHTTPClient, _ id: String) throws -> Int? {
+        try client.request("GET", "/sessions/\(id)").json["version"] as? Int
+    }
+
+    static func drag(_ id: String, to target: String, headers: [(String, String)]) -> [UInt8] {
+        let body = #"{"to":"\#(target)"}"#
+        var head = "POST /sessions/\(id)/drag HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.utf8.count)\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        return Array((head + "\r\n" + body).utf8)
+    }
+
+    // MARK: - Optimistic concurrency
+
+    /// Two clients send the same `If-Match` at the same moment, round after round: exactly one
+    /// wins; the other gets 412 with the session as the winner left it, and changes nothing.
+    @Test func ifMatchRaceHasExactlyOneWinner() async throws {
+        try await offPool {
+            let server = try Self.shared.get()
+            let setup = try server.client()
+            let id = try Self.create(setup)
+            let detents = ["height:300", "medium", "large"]
+            var current = (version: 1, detent: "large")
+            for round in 0..<12 {
+                let targets = detents.filter { $0 != current.detent }
+                let requests = targets.map { Self.drag(id, to: $0, headers: [("If-Match", "\"\(current.version)\"")]) }
+                let connections = try (0..<2).map { _ in try #require(WireConnection(port: server.port)) }
+                let start = StartLine(2)
+                let results = Locked<[Int: WireOutcome]>([:])
+                // @unchecked: each thread uses only its own connection.
+                struct Connections: @unchecked Sendable { let all: [WireConnection] }
+                let shared = Connections(all: connections)
+                onThreads(2) { index in
+                    start.arriveAndWait()
+                    let outcome = shared.all[index].exchange(requests[index])
+                    results.withLock { $0[index] = outcome }
+                }
+                let answers = try results.withLock { r in try (0..<2).map { index -> WireAnswer in
+                    guard case .answered(let answer) = r[index] else {
+                        Issue.record("round \(round): no answer: \(String(describing: r[index]))")
+                        throw TestClientError(description: "no answer")
+                    }
+                    return answer
+                } }
+                let winners = answers.indices.filter { answers[$0].status == 200 }
+                let losers = answers.indices.filter { answers[$0].status == 412 }
+                try #require(winners.count == 1 && losers.count == 1,
+                             "round \(round): statuses \(answers.map(\.status)) \(answers.map { String(decoding: $0.body, as: UTF8.self) })")
+                let won = answers[winners[0]]
+                let lost = answers[losers[0]]
+                let session = try #require(won.json["session"] as? [String: Any])
+                let newVersion = try #require(session["version"] as? Int)
+                #expect(newVersion == current.version + 1)
+                #expect(session["detent"] as? String == targets[winners[0]])
+                #expect(won.header("ETag") == "\"\(newVersion)\"")
+                // The loser sees the session exactly as the winner left it.
+                #expect(lost.errorCode == "version_mismatch")
+                let seen = try #require(lost.json["session"] as? [String: Any])
+                #expect(seen["version"] as? Int == newVersion)
+                #expect(seen["detent"] as? String == targets[winners[0]])
+                #expect(seen["updatedAt"] as? String == session["updatedAt"] as? String)
+                #expect(lost.header("ETag") == "\"\(newVersion)\"")
+                current = (newVersion, targets[winners[0]])
+            }
+            // Nothing the losers sent left a trace: one event per round.
+            let final = try setup.request("GET", "/sessions/\(id)")
+            #expect(final.json["version"] as? Int == 13)
+            #expect(final.json["detent"] as? String == current.detent)
+            let events = try setup.request("GET", "/sessions/\(id)/events?after=1").json["events"] as? [[String: Any]]
+            #expect(events?.count == 12)
+        }
+    }
+
+    @Test(arguments: [nil, "*", "  *  "] as [String?])
+    func ifMatchStarOrAbsentAppliesUnconditionally(_ value: String?) async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client)
+            _ = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#)
+            let headers = value.map { [("If-Match", $0)] } ?? []
+            let answer = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"height:300"}"#, headers: headers)
+            #expect(answer.status == 200, "\(answer.text)")
+            #expect(answer.header("ETag") == "\"3\"")
+            let deleted = try client.request("DELETE", "/sessions/\(id)", headers: headers)
+            #expect(deleted.status == 204)
+        }
+    }
+
+    /// Malformed preconditions are the client's mistake (400), never a silent "apply anyway".
+    @Test(arguments: ["1", "\"abc\"", "\"\"", "\"-1\"", "\"+1\"", "\"1", "1\"", "\"0x1\"", "\"1 \"",
+                      "\"18446744073709551616\"", "**", "\"1\"\"", "\u{E9}"])
+    func malformedIfMatchIsRefused(_ value: String) async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client)
+            let drag = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: [("If-Match", value)])
+            #expect(drag.status == 400, "\(drag.text)")
+            #expect(drag.errorCode == "invalid_field")
+            #expect(drag.errorField == "If-Match")
+            let delete = try client.request("DELETE", "/sessions/\(id)", headers: [("If-Match", value)])
+            #expect(delete.status == 400)
+            let after = try client.request("GET", "/sessions/\(id)")
+            #expect(after.json["version"] as? Int == 1)
+            #expect(after.json["detent"] as? String == "large")
+        }
+    }
+
+    @Test func staleIfMatchOnDeleteKeepsTheSession() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client)
+            _ = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#)
+            let stale = try client.request("DELETE", "/sessions/\(id)", headers: [("If-Match", "\"1\"")])
+            #expect(stale.status == 412)
+            #expect(stale.errorCode == "version_mismatch")
+            #expect((stale.json["session"] as? [String: Any])?["version"] as? Int == 2)
+            #expect(try client.request("GET", "/sessions/\(id)").status == 200)
+            #expect(try client.request("DELETE", "/sessions/\(id)", headers: [("If-Match", "\"2\"")]).status == 204)
+        }
+    }
+
+    // MARK: - Idempotent retries
+
+    /// The parts of an answer a replay must repeat byte for byte.
+    static func replayedParts(_ answer: TestResponse) -> [String] {
+        [String(answer.status), answer.header("Content-Type") ?? "-", answer.header("ETag") ?? "-",
+         answer.header("Location") ?? "-", String(decoding: answer.body, as: UTF8.self)]
+    }
+
+    @Test func retriedActionIsAppliedOnceAndReplayedByteForByte() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client)
+            let key = [("Idempotency-Key", "drag-\(id)")]
+            let first = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: key)
+            #expect(first.status == 200)
+            #expect(first.header("Idempotent-Replayed") == nil)
+            for _ in 0..<3 {
+                let again = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: key)
+                #expect(again.header("Idempotent-Replayed") == "true")
+                #expect(again.body == first.body)
+                #expect(Self.replayedParts(again) == Self.replayedParts(first))
+            }
+            #expect(try Self.version(client, id) == 2)
+            let events = try client.request("GET", "/sessions/\(id)/events?after=1").json["events"] as? [[String: Any]]
+            #expect(events?.count == 1)
+        }
+    }
+
+    @Test func retriedCreateMakesOneSession() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let client = try server.client()
+            let key = [("Idempotency-Key", "create-1")]
+            let first = try client.request("POST", "/sessions", body: Self.threeDetents, headers: key)
+            #expect(first.status == 201)
+            #expect(first.header("Idempotent-Replayed") == nil)
+            let again = try client.request("POST", "/sessions", body: Self.threeDetents, headers: key)
+            #expect(again.status == 201)
+            #expect(again.header("Idempotent-Replayed") == "true")
+            #expect(Self.replayedParts(again) == Self.replayedParts(first))
+            let listed = try client.request("GET", "/sessions").json["sessions"] as? [[String: Any]]
+            #expect(listed?.count == 1)
+            #expect(server.stop() == 0)
+        }
+    }
+
+    /// Eight retries of one key in flight at once: one is applied, seven replay its answer.
+    @Test(arguments: ["action", "create"])
+    func concurrentRetriesOfOneKey(_ route: String) async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let setup = try server.client()
+            let id = try Self.create(setup)
+            let request: [UInt8]
+            if route == "action" {
+                request = Self.drag(id, to: "medium", headers: [("Idempotency-Key", "same-key")])
+            } else {
+                let body = Self.threeDetents
+                request = Array("POST /sessions HTTP/1.1\r\nHost: x\r\nIdempotency-Key: same-key\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)
+            }
+            let clients = 8
+            let connections = try (0..<clients).map { _ in try #require(WireConnection(port: server.port)) }
+            struct Connections: @unchecked Sendable { let all: [WireConnection] }
+            let shared = Connections(all: connections)
+            let start = StartLine(clients)
+            let outcomes = Locked<[WireOutcome]>([])
+            onThreads(clients) { index in
+                start.arriveAndWait()
+                let outcome = shared.all[index].exchange(request)
+                outcomes.withLock { $0.append(outcome) }
+            }
+            let answers = outcomes.withLock { $0 }.compactMap { outcome -> WireAnswer? in
+                if case .answered(let answer) = outcome { return answer }
+                return nil
+            }
+            try #require(answers.count == clients)
+            #expect(Set(answers.map(\.status)) == [route == "action" ? 200 : 201])
+            #expect(Set(answers.map(\.body)).count == 1, "every retry got the first answer's body")
+            #expect(answers.filter { $0.header("Idempotent-Replayed") == nil }.count == 1)
+            #expect(answers.filter { $0.header("Idempotent-Replayed") == "true" }.count == clients - 1)
+            if route == "action" {
+                #expect(try Self.version(setup, id) == 2)
+            } else {
+                let listed = try setup.request("GET", "/sessions").json["sessions"] as? [[String: Any]]
+                #expect(listed?.count == 2, "the setup session and exactly one created by the key")
+            }
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func sameKeyForAnotherRequestIsRefused() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client)
+            let key = [("Idempotency-Key", "reuse-\(id)")]
+            #expect(try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: key).status == 200)
+            // Other body, other path on the same session: 422, nothing applied.
+            let otherBody = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"height:300"}"#, headers: key)
+            #expect(otherBody.status == 422)
+            #expect(otherBody.errorCode == "idempotency_key_reused")
+            let otherPath = try client.request("POST", "/sessions/\(id)/dismiss", body: #"{"reason":"done"}"#, headers: key)
+            #expect(otherPath.status == 422)
+            #expect(otherPath.errorCode == "idempotency_key_reused")
+            let after = try client.request("GET", "/sessions/\(id)")
+            #expect(after.json["version"] as? Int == 2)
+            #expect(after.json["detent"] as? String == "medium")
+            // Keys of actions are scoped to their session: the same key elsewhere is a new request.
+            let other = try Self.create(client)
+            #expect(try client.request("POST", "/sessions/\(other)/drag", body: #"{"to":"medium"}"#, headers: key).header("Idempotent-Replayed") == nil)
+            #expect(try Self.version(client, other) == 2)
+            // Creation keys are global: another configuration under a used key is refused.
+            let createKey = [("Idempotency-Key", "create-reuse-\(id)")]
+            #expect(try client.request("POST", "/sessions", body: Self.threeDetents, headers: createKey).status == 201)
+            let reused = try client.request("POST", "/sessions", body: #"{"detents":["medium"]}"#, headers: createKey)
+            #expect(reused.status == 422)
+            #expect(reused.errorCode == "idempotency_key_reused")
+        }
+    }
+
+    static let malformedKeys: [(name: String, value: String)] = [
+        ("empty", ""),
+        ("129 characters", String(repeating: "k", count: 129)),
+        ("non-ASCII", "cl\u{E9}-1"),
+        ("inner space", "my key"),
+        ("control character", "key\u{1}1"),
+    ]
+
+    @Test(arguments: malformedKeys.map(\.name))
+    func malformedIdempotencyKeyIsRefused(_ name: String) async throws {
+        let value = try #require(Self.malformedKeys.first { $0.name == name }).value
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client)
+            let drag = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: [("Idempotency-Key", value)])
+            #expect(drag.status == 400, "\(drag.text)")
+            #expect(drag.errorCode == "invalid_idempotency_key")
+            #expect(try Self.version(client, id) == 1)
+            let create = try client.request("POST", "/sessions", body: Self.threeDetents, headers: [("Idempotency-Key", value)])
+            #expect(create.status == 400)
+            #expect(create.errorCode == "invalid_idempotency_key")
+        }
+    }
+
+    @Test func longestKeyIsAccepted() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client)
+            let key = [("Idempotency-Key", String(repeating: "~", count: 120) + String(id.prefix(8)))]
+            let first = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: key)
+            #expect(first.status == 200)
+            let again = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: key)
+            #expect(again.header("Idempotent-Replayed") == "true")
+        }
+    }
+
+    /// An answer below 500 is the answer: a 409 replays as the same 409, even after the session
+    /// has moved on.
+    @Test func replayedConflictStaysAConflict() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let id = try Self.create(client, #"{"detents":["medium","large"],"dismissPolicy":"intercept"}"#)
+            let key = [("Idempotency-Key", "confirm-\(id)")]
+            let first = try client.request("POST", "/sessions/\(id)/confirm", body: #"{"action":"save"}"#, headers: key)
+            #expect(first.status == 409)
+            #expect(first.errorCode == "no_pending_confirmation")
+            // Now a confirmation is pending: a fresh request would succeed, the retry must not.
+            let intercepted = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"closed"}"#)
+            #expect((intercepted.json["session"] as? [String: Any])?["phase"] as? String == "confirming")
+            let again = try client.request("POST", "/sessions/\(id)/confirm", body: #"{"action":"save"}"#, headers: key)
+            #expect(again.status == 409)
+            #expect(again.header("Idempotent-Replayed") == "true")
+            #expect(again.body == first.body)
+            let after = try client.request("GET", "/sessions/\(id)")
+            #expect(after.json["phase"] as? String == "confirming")
+        }
+    }
+
+    /// A 5xx is not stored: once capacity frees up, the same key creates the session.
+    @Test func serverErrorIsNotStored() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--max-sessions", "1"])
+            let client = try server.client()
+            let blocker = try Self.create(client)
+            let key = [("Idempotency-Key", "after-capacity")]
+            let refused = try client.request("POST", "/sessions", body: Self.threeDetents, headers: key)
+            #expect(refused.status == 503)
+            #expect(refused.errorCode == "capacity_exceeded")
+            #expect(try client.request("DELETE", "/sessions/\(blocker)").status == 204)
+            let created = try client.request("POST", "/sessions", body: Self.threeDetents, headers: key)
+            #expect(created.status == 201)
+            #expect(created.header("Idempotent-Replayed") == nil)
+            let replayed = try client.request("POST", "/sessions", body: Self.threeDetents, headers: key)
+            #expect(replayed.status == 201)
+            #expect(replayed.header("Idempotent-Replayed") == "true")
+            #expect(replayed.body == created.body)
+            #expect(server.stop() == 0)
+        }
+    }
+
+    // MARK: - Session lifetime
+
+    /// `--session-ttl 1s`: a session nobody names for 2.5 s is gone; one named every 300 ms
+    /// (by a read, an action or an events read) stays; removed sessions free their places.
+    @Test func idleSessionsExpireAndFreeTheirPlaces() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--session-ttl", "1s", "--max-sessions", "5"])
+            let client = try server.client()
+            let idle = try Self.create(client)
+            let read = try Self.create(client)
+            let acted = try Self.create(client)
+            let polled = try Self.create(client)
+            let idleToo = try Self.create(client)
+            #expect(try client.request("POST", "/sessions").errorCode == "capacity_exceeded")
+            let started = ContinuousClock.now
+            var step = 0
+            while milliseconds(since: started) < 2500 {
+                Thread.sleep(forTimeInterval: 0.3)
+                step += 1
+                #expect(try client.request("GET", "/sessions/\(read)").status == 200)
+                let target = step % 2 == 0 ? "medium" : "large"
+                let drag = try client.request("POST", "/sessions/\(acted)/drag", body: #"{"to":"\#(target)"}"#)
+                #expect(drag.status == 200, "\(drag.text)")
+                #expect(try client.request("GET", "/sessions/\(polled)/events?after=0").status == 200)
+            }
+            #expect(try client.request("GET", "/sessions/\(idle)").errorCode == "session_not_found")
+            #expect(try client.request("GET", "/sessions/\(idleToo)").errorCode == "session_not_found")
+            #expect(try client.request("GET", "/sessions/\(read)").status == 200)
+            #expect(try client.request("GET", "/sessions/\(acted)").status == 200)
+            #expect(try client.request("GET", "/sessions/\(polled)").status == 200, "reading a session's events names it")
+            // --max-sessions still holds: the two expired places are free again, and no more.
+            #expect(try client.request("POST", "/sessions").status == 201)
+            #expect(try client.request("POST", "/sessions").status == 201)
+            #expect(try client.request("POST", "/sessions").errorCode == "capacity_exceeded")
+            #expect(server.stop() == 0)
+        }
+    }
+
+    // MARK: - Slow and hostile peers
+
+    /// Latencies of `count` requests of a normal client on one keep-alive connection.
+    static func normalLatencies(_ client: TestHTTPClient, session id: String, count: Int) throws -> [Double] {
+        var latencies: [Double] = []
+        for index in 0..<count {
+            let started = ContinuousClock.now
+            let answer = index % 2 == 0
+                ? try client.request("GET", "/sessions/\(id)")
+                : try client.request("POST", "/sessions/\(id)/drag", body: index % 4 == 1 ? #"{"to":"medium"}"# : #"{"to":"large"}"#)
+            guard answer.status == 200 else { throw TestClientError(description: "normal request answered \(answer.status) \(answer.text)") }
+            latencies.append(milliseconds(since: started))
+            usleep(5_000)
+        }
+        return latencies
+    }
+
+    /// 200 slowloris peers (100 trickling a head, 100 a body, a byte every 400 ms: an inactivity
+    /// timer alone would never fire) are held open while a normal client is served as fast as
+    /// without them, and each peer is cut at `--idle-timeout 2s`.
+    @Test func slowlorisPeersAreCutWhileOthersAreServed() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--idle-timeout", "2s", "--log-level", "warn"])
+            let setup = try server.client()
+            let id = try Self.create(setup)
+            let baseline = try Self.normalLatencies(setup, session: id, count: 40)
+
+            struct Peer { let fd: Int32; let opened: ContinuousClock.Instant; var rest: [UInt8]; var closedAfter: Double? }
+            var peers: [Peer] = []
+            for index in 0..<200 {
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_port = in_port_t(UInt16(server.port).bigEndian)
+                inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                try #require(connected == 0, "slow peer \(index) could not connect: errno \(errno)")
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+                let text = index % 2 == 0
+                    ? "GET /sessions/\(id) HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + String(repeating: "s", count: 200) + "\r\n\r\n"
+                    : "POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 200\r\n\r\n" + String(repeating: " ", count: 200)
+                var bytes = Array(text.utf8)
+                if index % 2 == 1 {
+                    // The head goes at once; only the body trickles.
+                    let headLength = text.utf8.count - 200
+                    _ = bytes.prefix(headLength).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    bytes.removeFirst(headLength)
+                }
+                peers.append(Peer(fd: fd, opened: .now, rest: bytes, closedAfter: nil))
+            }
+            defer { for peer in peers { close(peer.fd) } }
+
+            // The slow peers trickle on a thread of their own while the normal client runs.
+            let shared = Locked(peers)
+            let trickling = Atomic<Bool>(true)
+            let done = DispatchSemaphore(value: 0)
+            let trickler = Thread {
+                shared.withLock { peers in
+                    var lastSend = ContinuousClock.now - .seconds(1)
+                    let begun = ContinuousClock.now
+                    var scratch = [UInt8](repeating: 0, count: 4096)
+                    while peers.contains(where: { $0.closedAfter == nil }) && milliseconds(since: begun) < 9000 {
+                        let sendNow = milliseconds(since: lastSend) >= 400
+                        if sendNow { lastSend = .now }
+                        for index in peers.indices where peers[index].closedAfter == nil {
+                            let fd = peers[index].fd
+                            let received = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                            var gone = received == 0 || (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+                            if !gone && sendNow && !peers[index].rest.isEmpty {
+                                let byte = peers[index].rest.removeFirst()
+                                gone = withUnsafeBytes(of: byte) { send(fd, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) } < 0 && errno != EAGAIN
+                            }
+                            if gone { peers[index].closedAfter = milliseconds(since: peers[index].opened) }
+                        }
+                        usleep(50_000)
+                    }
+                }
+                trickling.store(false, ordering: .releasing)
+                done.signal()
+            }
+            trickler.start()
+
+            Thread.sleep(forTimeInterval: 0.5) // every peer has sent something and waits
+            let during = try Self.normalLatencies(setup, session: id, count: 40)
+            // A connection opened while the peers hold theirs is served too.
+            let fresh = try server.client()
+            #expect(try fresh.request("GET", "/healthz").status == 200)
+            let stillTrickling = trickling.load(ordering: .acquiring)
+            done.wait()
+            let cutTimes = shared.withLock { $0.map(\.closedAfter) }
+
+            #expect(stillTrickling, "the normal client ran while the slow peers were still open")
+            let (before, with) = (median(baseline), median(during))
+            #expect(with < max(5 * before, 10) && with < 50, "median latency \(with) ms with slow peers vs \(before) ms without")
+            #expect((during.max() ?? 0) < 1000, "no request waited for a slow peer: max \(during.max() ?? 0) ms")
+            let open = cutTimes.filter { $0 == nil }.count
+            #expect(open == 0, "\(open) slow peers were never cut")
+            let times = cutTimes.compactMap { $0 }
+            #expect(times.allSatisfy { $0 >= 1500 && $0 < 5000 }, "cut after \(times.min() ?? 0)…\(times.max() ?? 0) ms, expected about 2000")
+            // And the server is fine afterwards.
+            #expect(try server.client().request("GET", "/sessions/\(id)").status == 200)
+            #expect(server.stop() == 0)
+        }
+    }
+
+    /// The extra connection from one address is closed without an answer; once a connection
+    /// closes, that address may connect again.
+    @Test func connectionsPerClientAreCapped() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--max-connections-per-client", "3"])
+            var clients = try (0..<3).map { _ in try server.client() }
+            for client in clients { #expect(try client.request("GET", "/healthz").status == 200) }
+            let extra = try #require(WireConnection(port: server.port, receiveTimeout: 3))
+            let outcome = extra.exchange(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            guard case .closedBeforeAnswer = outcome else {
+                Issue.record("the fourth connection got \(outcome)")
+                return
+            }
+            clients.removeLast()
+            var served = false
+            for _ in 0..<50 where !served {
+                usleep(20_000)
+                served = (try? server.client().request("GET", "/healthz").status) == 200
+            }
+            #expect(served, "a connection is accepted again once one closed")
+            for client in clients { #expect(try client.request("GET", "/healthz").status == 200) }
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func tooManyHeaderFieldsGet431() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let headers = (0..<120).map { ("X-Extra-\($0)", "v") }
+            let answer = try client.request("GET", "/healthz", headers: headers)
+            #expect(answer.status == 431)
+            #expect(answer.errorCode == "headers_too_large")
+            #expect(answer.header("Content-Type") == "application/json; charset=utf-8")
+            // Within the limit is fine.
+            let fine = try Self.shared.get().client().request("GET", "/healthz", headers: Array(headers.prefix(80)))
+            #expect(fine.status == 200)
+        }
+    }
+
+    /// A head that does not fit the per-connection memory is refused by libmicrohttpd itself.
+    @Test func headLargerThanConnectionMemoryGet431() async throws {
+        try await offPool {
+            let port = try Self.shared.get().port
+            let connection = try #require(WireConnection(port: port))
+            let request = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "b", count: 40_000) + "\r\n\r\n"
+            guard case .answered(let answer) = connection.exchange(Array(request.utf8)) else {
+                Issue.record("no well-formed answer to an oversized head")
+                return
+            }
+            #expect(answer.status == 431)
+            #expect(try Self.shared.get().client().request("GET", "/healthz").status == 200)
+        }
+    }
+
+    // MARK: - Graceful shutdown
+
+    /// SIGTERM while 64 connections keep sending: every request either got a complete answer or
+    /// saw its connection closed before any byte of one; none was cut short; exit status 0
+    /// within the grace.
+    @Test func sigtermUnderLoadNeverTruncatesAnAnswer() async throws {
+        try await offPool {
+            let grace = 5.0
+            let server = try SheetdProcess(["--shutdown-grace", "5s", "--log-level", "warn"])
+            let setup = try server.client()
+            let sessions = try (0..<8).map { _ in try Self.create(setup) }
+            let quiet = try Self.create(setup) // nobody changes it: long-polls on it wait
+            struct Tally {
+                var answered = 0, answeredAfterSignal = 0, closed = 0, truncated: [String] = [], malformed: [String] = []
+                var timedOut = 0, unexpected: [String] = []
+            }
+            let tally = Locked(Tally())
+            let signalled = Atomic<Bool>(false)
+            let finished = Atomic<Bool>(false)
+            let loadEnded = DispatchSemaphore(value: 0)
+            let port = server.port
+            let load = Thread {
+                onThreads(64) { worker in
+                    var connection: WireConnection?
+                    var sequence = 0
+                    var failuresAfterSignal = 0
+                    while !finished.load(ordering: .acquiring) && failuresAfterSignal < 3 {
+                        if connection == nil || !(connection?.isOpen ?? false) {
+                            connection = WireConnection(port: port, receiveTimeout: 10)
+                            if connection == nil {
+                                if signalled.load(ordering: .acquiring) { failuresAfterSignal += 1 }
+                                usleep(20_000)
+                                continue
+                            }
+                        }
+                        sequence += 1
+                        let id = sessions[worker % sessions.count]
+                        let request: [UInt8]
+                        switch worker < 4 ? 4 : sequence % 4 {
+                        case 4:
+                            // A long-poll: in flight when the signal comes, it must still get a whole answer.
+                            request = Array("GET /sessions/\(quiet)/events?after=1&wait=3 HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+                        case 0: request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+                        case 1: request = Array("POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".utf8)
+                        case 2: request = Self.drag(id, to: (worker + sequence) % 8 < 4 ? "medium" : "large", headers: [])
+                        default: request = Array("GET /sessions/\(id) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+                        }
+                        let afterSignal = signalled.load(ordering: .acquiring)
+                        let outcome = connection!.exchange(request)
+                        tally.withLock { t in
+                            switch outcome {
+                            case .answered(let answer):
+                                t.answered += 1
+                                if afterSignal { t.answeredAfterSignal += 1 }
+                                let fine = [200, 201].contains(answer.status) || (answer.status == 503 && answer.errorCode == "shutting_down")
+                                if !fine { t.unexpected.append("\(answer.status) \(String(decoding: answer.body, as: UTF8.self))") }
+                            case .closedBeforeAnswer: t.closed += 1
+                            case .truncated(let why): t.truncated.append(why)
+                            case .malformed(let why): t.malformed.append(why)
+                            case .timedOut: t.timedOut += 1
+                            }
+                        }
+                        if case .answered = outcome { continue }
+                        connection = nil
+                        if afterSignal || signalled.load(ordering: .acquiring) { failuresAfterSignal += 1 }
+                    }
+                }
+                loadEnded.signal()
+            }
+            load.start()
+            Thread.sleep(forTimeInterval: 1.0)
+            let beforeSignal = tally.withLock { $0.answered }
+            signalled.store(true, ordering: .releasing)
+            let stopStarted = ContinuousClock.now
+            let status = server.stop(signal: SIGTERM, timeout: grace + 10)
+            let stopTook = milliseconds(since: stopStarted)
+            // Let the workers see the closed port, then end them.
+            Thread.sleep(forTimeInterval: 0.3)
+            finished.store(true, ordering: .releasing)
+            loadEnded.wait()
+            let result = tally.withLock { $0 }
+            #expect(status == 0)
+            #expect(stopTook < grace * 1000 + 1000, "exited \(stopTook) ms after SIGTERM (grace \(grace) s)")
+            #expect(beforeSignal > 100, "the load ran before the signal (\(beforeSignal) answers)")
+            #expect(result.truncated.isEmpty, "truncated: \(result.truncated.prefix(3))")
+            #expect(result.malformed.isEmpty, "malformed: \(result.malformed.prefix(3))")
+            #expect(result.timedOut == 0)
+            #expect(result.unexpected.isEmpty, "\(result.unexpected.prefix(3))")
+        }
+    }
+}
