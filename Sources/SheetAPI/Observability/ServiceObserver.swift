@@ -49,28 +49,24 @@ public final class ServiceObserver: Sendable {
     /// A fault of the server itself (not of a request): always logged unless logging is off.
     public func serverError(_ message: String) {
         guard level != .off else { return }
-        switch format {
-        case .text: log.write("\(Self.now()) ERROR \(message)\n")
-        case .json:
-            var writer = JSONWriter(capacity: 128)
-            writer.beginObject()
-            writer.key("time"); writer.string(Self.now())
-            writer.key("level"); writer.string("error")
-            writer.key("message"); writer.string(message)
-            writer.endObject()
-            log.write(String(decoding: writer.bytes, as: UTF8.self) + "\n")
-        }
+        event(message, level: .error)
     }
 
     public func info(_ message: String) {
         guard level <= .info else { return }
+        event(message, level: .info)
+    }
+
+    /// A line about the server (not a request), in the configured format.
+    private func event(_ message: String, level: LogLevel) {
         switch format {
-        case .text: log.write("\(Self.now()) \(message)\n")
+        case .text:
+            log.write("\(Self.now()) \(level == .error ? "ERROR " : "")\(message)\n")
         case .json:
             var writer = JSONWriter(capacity: 128)
             writer.beginObject()
             writer.key("time"); writer.string(Self.now())
-            writer.key("level"); writer.string("info")
+            writer.key("level"); writer.string(level.rawValue)
             writer.key("message"); writer.string(message)
             writer.endObject()
             log.write(String(decoding: writer.bytes, as: UTF8.self) + "\n")
