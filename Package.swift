@@ -48,7 +48,7 @@ let package = Package(
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
         .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
-        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "CSQLite"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
