@@ -44,6 +44,7 @@ let package = Package(
             resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: strict
         ),
+        .executableTarget(name: "sheetcore-bench", dependencies: ["SheetCore"], path: "Sources/sheetcore-bench", swiftSettings: strict),
         .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore", "SQLiteArchive"], swiftSettings: strict),
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),

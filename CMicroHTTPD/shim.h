@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <time.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -139,7 +140,7 @@ struct sheetd_daemon_options {
  * Options are passed as one MHD_OPTION_ARRAY so zero-valued ones can be left out.
  */
 static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_options *o) {
-    struct MHD_OptionItem items[12];
+    struct MHD_OptionItem items[10];
     unsigned int n = 0;
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, (intptr_t)o->listen_fd, NULL };
     if (o->thread_pool_size > 1)
@@ -151,11 +152,12 @@ static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->connection_memory_limit, NULL };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)o->completed, o->completed_cls };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)o->notify_connection, o->notify_connection_cls };
-    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&sheetd_log_trampoline, o->log_sink };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
     unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
                          | o->extra_flags;
+    /* The logger must be the very first option, or libmicrohttpd warns through its default logger. */
     return MHD_start_daemon(flags, 0, NULL, NULL, o->access_handler, o->access_handler_cls,
+                            MHD_OPTION_EXTERNAL_LOGGER, &sheetd_log_trampoline, (void *)o->log_sink,
                             MHD_OPTION_ARRAY, items, MHD_OPTION_END);
 }
 
@@ -194,6 +196,26 @@ static inline int sheetd_connection_fd(struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info == NULL ? -1 : (int)info->connect_fd;
+}
+
+/* The pointer stored in *socket_context by the NOTIFY_CONNECTION callback, or NULL. */
+static inline void *sheetd_socket_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
+/* Monotonic clock in nanoseconds (cheap: vDSO). */
+static inline int64_t sheetd_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* shutdown(2) both directions: libmicrohttpd then sees the peer gone and closes the connection
+   on its own thread. */
+static inline int sheetd_shutdown_socket(int fd) {
+    return shutdown(fd, SHUT_RDWR);
 }
 
 /* MHD_set_connection_option(MHD_CONNECTION_OPTION_TIMEOUT, seconds). */

@@ -36,14 +36,26 @@ let requestCompletedCallback: MHD_RequestCompletedCallback = { cls, _, conCls, t
     core.requestCompleted(context, normally: toe.rawValue == 0)
 }
 
-/// MHD_NotifyConnectionCallback: counts open connections.
-let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, _, _, toe in
-    guard let cls else { return }
+/// MHD_NotifyConnectionCallback: counts open connections and tracks each one's request-receive
+/// deadline (ConnectionState in `*socket_context`).
+let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, socketContext, toe in
+    guard let cls, let connection, let socketContext else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     if toe.rawValue == 0 { // MHD_CONNECTION_NOTIFY_STARTED
         core.openConnections.add(1, ordering: .relaxed)
+        let state = ConnectionState(fd: sheetd_connection_fd(connection), now: sheetd_monotonic_ns())
+        // Released below at MHD_CONNECTION_NOTIFY_CLOSED, which libmicrohttpd calls for every
+        // connection it reported STARTED (before it closes the socket).
+        socketContext.pointee = Unmanaged.passRetained(state).toOpaque()
+        core.connections.opened(state)
     } else {
         core.openConnections.subtract(1, ordering: .relaxed)
+        if let raw = socketContext.pointee {
+            socketContext.pointee = nil
+            // Balances the passRetained at STARTED.
+            let state = Unmanaged<ConnectionState>.fromOpaque(raw).takeRetainedValue()
+            core.connections.closed(state)
+        }
     }
 }
 
@@ -105,6 +117,9 @@ extension ServerCore {
         let headerCount = Int(MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, nil, nil))
         let head = makeHead(connection: connection, url: url, method: method)
         let context = RequestContext(connection: connection, started: started, limits: limits, head: head)
+        if let raw = sheetd_socket_context(connection) {
+            context.connectionState = Unmanaged<ConnectionState>.fromOpaque(raw).takeUnretainedValue()
+        }
         // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
         // every request whose access handler ran.
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
@@ -121,12 +136,14 @@ extension ServerCore {
         )
         switch action {
         case .reject(let rejection):
+            context.connectionState?.markBusy()
             let response = rejection == .serviceUnavailable
                 ? shutdownAnswer(head) : responder.rejection(rejection, head: head)
             return queue(response, for: context)
         case .proceed:
             if let early = responder.preflight(head) {
                 context.machine.answeredEarly()
+                context.connectionState?.markBusy()
                 return queue(early, for: context)
             }
             if let contentLength, contentLength > 0 {
@@ -160,7 +177,9 @@ extension ServerCore {
                 return MHD_Result.NO
             }
         }
-        switch context.machine.requestComplete() {
+        let complete = context.machine.requestComplete()
+        context.connectionState?.markBusy()
+        switch complete {
         case .respond:
             return suspendAndRespond(context)
         case .reject(let rejection):
@@ -203,6 +222,7 @@ extension ServerCore {
     func requestCompleted(_ context: RequestContext, normally: Bool) {
         requestsInProgress.subtract(1, ordering: .releasing)
         context.cancel()
+        context.connectionState?.markReceiving(now: sheetd_monotonic_ns())
         var bytesOut = context.bytesOut
         if let stream = context.stream {
             bytesOut = stream.bytesSent
@@ -235,7 +255,7 @@ extension ServerCore {
         for (name, value) in response.headers {
             let added = name.withCString { n in value.withCString { v in MHD_add_response_header(mhdResponse, n, v) } }
             if added != MHD_Result.YES {
-                errorLog("libmicrohttpd refused response header \(name)")
+                errorLog("libmicrohttpd refused response header \(name) (it refuses empty values and control characters)")
             }
         }
         context.status = status

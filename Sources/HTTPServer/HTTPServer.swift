@@ -26,7 +26,7 @@ public final class HTTPServer: Sendable {
         let sweeper: Task<Void, Never>
     }
 
-    private enum Lifecycle {
+    private enum Lifecycle: Sendable {
         case idle
         case running(Running)
         case stopping([CheckedContinuation<Void, Never>])
@@ -35,7 +35,7 @@ public final class HTTPServer: Sendable {
 
     public let configuration: HTTPServerConfiguration
     private let core: ServerCore
-    private let lifecycle = Mutex<Lifecycle>(.idle)
+    private let lifecycle = LockedState<Lifecycle>(.idle)
     private let port = Atomic<Int>(0)
 
     public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {
@@ -173,7 +173,7 @@ public final class HTTPServer: Sendable {
         }
 
         let core = self.core
-        let tick = Self.sweepInterval(for: config.suspendedRequestDeadline)
+        let tick = Self.sweepInterval(deadline: config.suspendedRequestDeadline, connectionTimeout: config.connectionTimeout)
         let sweeper = Task.detached {
             while !Task.isCancelled {
                 do { try await Task.sleep(for: tick) } catch { return }
@@ -183,8 +183,9 @@ public final class HTTPServer: Sendable {
         return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, sweeper: sweeper)
     }
 
-    static func sweepInterval(for deadline: Duration) -> Duration {
-        let interval = deadline / 20
+    /// How often deadlines are checked: fine enough for the shorter of the two limits.
+    static func sweepInterval(deadline: Duration, connectionTimeout: Duration) -> Duration {
+        let interval = min(deadline / 20, connectionTimeout / 10)
         if interval < .milliseconds(10) { return .milliseconds(10) }
         if interval > .seconds(1) { return .seconds(1) }
         return interval

@@ -1,5 +1,4 @@
 import CMicroHTTPD
-import Synchronization
 
 /// Server-sent byte stream: the application writes chunks; the HTTP layer sends them as
 /// libmicrohttpd asks for data (content-reader callback, suspending the connection when empty,
@@ -18,7 +17,7 @@ public final class HTTPStream: Sendable {
         let core: ServerCore
     }
 
-    private struct State: ~Copyable {
+    private struct State: Sendable {
         var queue: [[UInt8]] = []
         /// Index of the first chunk not fully handed to libmicrohttpd.
         var head = 0
@@ -35,7 +34,7 @@ public final class HTTPStream: Sendable {
         var bytesSent = 0
     }
 
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     public init() {}
 

@@ -5,7 +5,7 @@ import Synchronization
 /// until NOTIFY_COMPLETED.
 ///
 /// Two kinds of fields:
-/// - `machine`, `head`, `body`, `bytesIn`, `status`, `bytesOut`, `stream`: touched only by the
+/// - `machine`, `head`, `body`, `bytesIn`, `status`, `bytesOut`, `stream`, `connectionState`: touched only by the
 ///   libmicrohttpd thread that owns the connection (libmicrohttpd runs one connection's callbacks
 ///   on one thread, one at a time). `head` is also read by the deadline sweeper and shutdown,
 ///   but only after it was published through the registry's mutex and never written again.
@@ -37,6 +37,9 @@ final class RequestContext: @unchecked Sendable {
     var responseHeaders = HTTPHeaders()
     var bytesOut = 0
     var stream: HTTPStream?
+    /// The connection's receive-deadline state (lives until NOTIFY_CONNECTION CLOSED, which
+    /// follows this request's NOTIFY_COMPLETED).
+    var connectionState: ConnectionState?
     /// When a suspended request gets `deadlineExceeded` (set before it is published).
     var deadline: ContinuousClock.Instant
 

@@ -8,6 +8,7 @@ final class ServerCore: Sendable {
     let responder: any HTTPResponder
     let limits: RequestStateMachine.Limits
     let registry = SuspensionRegistry()
+    let connections: ConnectionTracker
     let errorLog: @Sendable (String) -> Void
 
     /// TCP connections open now (NOTIFY_CONNECTION).
@@ -32,6 +33,7 @@ final class ServerCore: Sendable {
             maxDiscardedBytes: max(1 << 20, configuration.maxBodySize)
         )
         self.errorLog = configuration.errorLog ?? { writeToStandardError("HTTPServer: \($0)") }
+        self.connections = ConnectionTracker(timeout: configuration.connectionTimeout)
         self.suspendedRequestDeadline = configuration.suspendedRequestDeadline
         self.streamSendBufferSize = Int32(clamping: configuration.streamSendBufferSize)
     }
@@ -46,11 +48,13 @@ final class ServerCore: Sendable {
         unresumedSuspensions.subtract(1, ordering: .releasing)
     }
 
-    /// Answers every suspended request whose responder overran its deadline.
+    /// Answers every suspended request whose responder overran its deadline, and cuts
+    /// connections that did not deliver a complete request within the connection timeout.
     func sweepDeadlines(now: ContinuousClock.Instant = .now) {
         for request in registry.sweep(now: now) {
             request.resolve(responder.deadlineExceeded(request.head), core: self)
         }
+        connections.cutOverdue(now: sheetd_monotonic_ns())
     }
 
     /// The answer given when shutdown refuses or cuts a request.

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Everything that holds a connection suspended: requests waiting for their responder and
 /// attached streams. It serves two purposes:
@@ -9,7 +8,7 @@ import Synchronization
 /// One uncontended mutex acquisition per request. Entries are removed lazily (by the sweep, or
 /// when the array grows), so the hot path never searches.
 final class SuspensionRegistry: Sendable {
-    private struct State: ~Copyable {
+    private struct State: Sendable {
         var isClosed = false
         var streamsClosed = false
         var requests: [RequestContext] = []
@@ -18,7 +17,7 @@ final class SuspensionRegistry: Sendable {
         var streamCompactionThreshold = 64
     }
 
-    private let state = Mutex(State())
+    private let state = LockedState(State())
 
     init() {}
 

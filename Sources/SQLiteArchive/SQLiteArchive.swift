@@ -226,6 +226,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             statements = nil
             database = nil
         }
+        // Unlock explicitly: a child forked meanwhile may still share the descriptor until it execs.
+        flock(lockDescriptor, LOCK_UN)
         Glibc.close(lockDescriptor)
     }
 

@@ -149,8 +149,10 @@ public final class SessionStore: Sendable {
     public func list(phase: Phase?, after: UInt64, limit: Int) async -> SessionPage {
         var merged: [(ordinal: UInt64, session: SessionSnapshot)] = []
         var pending: [ArchiveCommit] = []
+        // One more than the page from each shard: a shard holding the rest of the page and more
+        // must be able to say "more", or `next` would wrongly end the listing.
         for shard in shards {
-            let part = await shard.list(phase: phase, after: after, limit: limit)
+            let part = await shard.list(phase: phase, after: after, limit: limit + 1)
             merged += part.sessions
             pending += part.pending
         }

@@ -64,10 +64,13 @@ final class EventStream: EventSubscriber {
     /// after `Last-Event-ID` (or `?after=`), or with the next new event when neither is given.
     static func open(service: SheetService, session id: SessionID, head: HTTPRequestHead, requestID: String) async throws(APIError) -> HTTPResponse {
         let resume: UInt64?
+        let resumeField: String
         if let header = head.headers["Last-Event-ID"] {
-            resume = try SheetService.wholeNumber(header.trimmingASCIIWhitespace(), field: "Last-Event-ID")
+            resumeField = "Last-Event-ID"
+            resume = try SheetService.wholeNumber(header.trimmingASCIIWhitespace(), field: resumeField)
         } else {
-            resume = try SheetService.wholeNumber(head.queryValue("after"), field: "after")
+            resumeField = "after"
+            resume = try SheetService.wholeNumber(head.queryValue("after"), field: resumeField)
         }
         let untilDismissed: Bool
         switch head.queryValue("until") {
@@ -82,8 +85,16 @@ final class EventStream: EventSubscriber {
             backlogLimit: service.configuration.streamBacklogLimit, resumeFrom: resume ?? 0)
         stream.write(Array(": sheetd events of session \(id)\n\n".utf8))
         let store = service.store
-        let token = try await service.storeCall { () async throws(StoreError) in
-            try await store.subscribe(subscriber, to: id, after: resume)
+        let token: SubscriptionToken
+        do {
+            token = try await service.storeCall { () async throws(StoreError) in
+                try await store.subscribe(subscriber, to: id, after: resume)
+            }
+        } catch {
+            // The store speaks of "after"; name the field the client actually used.
+            var error = error
+            if error.field == "after" { error.field = resumeField }
+            throw error
         }
         let interval = service.configuration.streamKeepAlive
         let keepAlive = Task {

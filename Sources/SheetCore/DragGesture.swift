@@ -103,6 +103,21 @@ extension SheetConfiguration {
         case .closed: .closed
         case .detent(let i): .detent(s.detents[i])
         }
-        return (GestureResolution(releasedHeight: released, projectedHeight: projected, target: target), landing)
+        let resolution = GestureResolution(releasedHeight: Self.reported(released),
+                                           projectedHeight: Self.reported(projected), target: target)
+        return (resolution, landing)
+    }
+
+    /// Heights are reported rounded to a millionth of a point: `744 − 1234 × 499 / 1000` is
+    /// 128.23400000000004 in binary floating point, and the answer should say 128.234. The
+    /// target is still chosen from the unrounded value, so the rule itself stays exact.
+    static func reported(_ height: Double) -> Double {
+        let scaled = height * 1_000_000
+        guard scaled.isFinite, abs(scaled) < 4e15 else { return height }
+        // Half away from zero without libm: below 2^52 the fraction `scaled − whole` is exact.
+        var whole = Int64(scaled)
+        let fraction = scaled - Double(whole)
+        if fraction >= 0.5 { whole += 1 } else if fraction <= -0.5 { whole -= 1 }
+        return Double(whole) / 1_000_000
     }
 }

@@ -35,6 +35,33 @@ struct ServerTests {
         "64 KiB exactly": [UInt8](repeating: 0xAB, count: 64 * 1024),
     ]
 
+    @Test("the path is percent-decoded and separated from the query")
+    func decodedPath() async throws {
+        try await withServer { _, port, _ in
+            let response = try await onThread { try RawHTTPClient(port: port).roundTrip("GET", "/ec%68o?x=%2F%26") }
+            #expect(response.status == 200)
+            #expect(response.header("X-Path") == "/echo")
+            #expect(response.header("X-Query") == "x=/&")
+        }
+    }
+
+    @Test("libmicrohttpd's own errors reach errorLog")
+    func errorLog() async throws {
+        let lines = Locked<[String]>([])
+        try await withServer({ configuration in
+            configuration.maxConnectionsPerClient = 1
+            configuration.errorLog = { line in lines.withLock { $0.append(line) } }
+        }) { _, port, _ in
+            try await onThread {
+                let first = try RawHTTPClient(port: port)
+                _ = try first.roundTrip("GET", "/echo")
+                let second = try RawHTTPClient(port: port, receiveTimeout: 1)
+                _ = try? second.roundTrip("GET", "/echo")
+            }
+        }
+        #expect(!lines.withLock { $0 }.isEmpty)
+    }
+
     @Test("bodies come back byte for byte", arguments: ["empty", "nul bytes", "all byte values", "broken utf8", "64 KiB exactly"])
     func bodyEcho(name: String) async throws {
         let body = Self.bodies[name]!

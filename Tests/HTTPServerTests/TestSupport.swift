@@ -1,4 +1,4 @@
-import HTTPServer
+@testable import HTTPServer
 import Synchronization
 import Testing
 
@@ -10,7 +10,7 @@ final class Probe: Sendable {
         var respondCalls = 0
     }
 
-    let state = Mutex(State())
+    let state = LockedState(State())
 
     var streamsClosed: [String] { state.withLock { $0.streamsClosed } }
     var records: [HTTPExchangeRecord] { state.withLock { $0.records } }
@@ -134,4 +134,11 @@ final class Counter: Sendable {
     private let storage = Atomic<Int>(0)
     func increment() { storage.add(1, ordering: .relaxed) }
     var value: Int { storage.load(ordering: .relaxed) }
+}
+
+/// Test-side shared state (pthread-based LockedState, so TSan runs stay meaningful).
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: LockedState<Value>
+    init(_ value: Value) { mutex = LockedState(value) }
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
 }

@@ -15,82 +15,92 @@ struct RoutesAndErrorsTests {
         return try #require(created.json["id"] as? String)
     }
 
-    @Test func healthAndSpec() throws {
-        let client = try Self.client()
-        let health = try client.request("GET", "/healthz")
-        #expect(health.status == 200)
-        #expect(health.text == #"{"status":"ok"}"#)
-        #expect(health.header("X-Request-Id") != nil)
-        let spec = try client.request("GET", "/openapi.yaml")
-        #expect(spec.status == 200)
-        #expect(spec.header("Content-Type") == "application/yaml")
-        let onDisk = try Data(contentsOf: URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("openapi.yaml"))
-        #expect(spec.body == Array(onDisk), "the served spec is byte-for-byte the repository's openapi.yaml")
+    @Test func healthAndSpec() async throws {
+        try await offPool {
+            let client = try Self.client()
+            let health = try client.request("GET", "/healthz")
+            #expect(health.status == 200)
+            #expect(health.text == #"{"status":"ok"}"#)
+            #expect(health.header("X-Request-Id") != nil)
+            let spec = try client.request("GET", "/openapi.yaml")
+            #expect(spec.status == 200)
+            #expect(spec.header("Content-Type") == "application/yaml")
+            let onDisk = try Data(contentsOf: URL(fileURLWithPath: #filePath)
+                .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("openapi.yaml"))
+            #expect(spec.body == Array(onDisk), "the served spec is byte-for-byte the repository's openapi.yaml")
+        }
     }
 
-    @Test func emptyBodyCreatesAllDefaults() throws {
-        let client = try Self.client()
-        let created = try client.request("POST", "/sessions")
-        #expect(created.status == 201)
-        let config = try #require(created.json["config"] as? [String: Any])
-        #expect(config["detents"] as? [String] == ["large"])
-        #expect(config["defaultDetent"] as? String == "large")
-        #expect(config["thresholdDetent"] is NSNull)
-        #expect(config["dismissPolicy"] as? String == "allow")
-        #expect(config["interceptAction"] as? String == "confirm")
-        #expect(config["decelerationRate"] as? String == "normal")
+    @Test func emptyBodyCreatesAllDefaults() async throws {
+        try await offPool {
+            let client = try Self.client()
+            let created = try client.request("POST", "/sessions")
+            #expect(created.status == 201)
+            let config = try #require(created.json["config"] as? [String: Any])
+            #expect(config["detents"] as? [String] == ["large"])
+            #expect(config["defaultDetent"] as? String == "large")
+            #expect(config["thresholdDetent"] is NSNull)
+            #expect(config["dismissPolicy"] as? String == "allow")
+            #expect(config["interceptAction"] as? String == "confirm")
+            #expect(config["decelerationRate"] as? String == "normal")
+        }
     }
 
-    @Test func getAndDeleteSession() throws {
-        let client = try Self.client()
-        let id = try Self.createSession(client)
-        let fetched = try client.request("GET", "/sessions/\(id)")
-        #expect(fetched.status == 200)
-        #expect(fetched.header("ETag") == "\"1\"")
-        #expect(fetched.json["id"] as? String == id)
-        let deleted = try client.request("DELETE", "/sessions/\(id)")
-        #expect(deleted.status == 204)
-        #expect(deleted.body.isEmpty)
-        #expect(try client.request("GET", "/sessions/\(id)").errorCode == "session_not_found")
-        #expect(try client.request("DELETE", "/sessions/\(id)").status == 404)
+    @Test func getAndDeleteSession() async throws {
+        try await offPool {
+            let client = try Self.client()
+            let id = try Self.createSession(client)
+            let fetched = try client.request("GET", "/sessions/\(id)")
+            #expect(fetched.status == 200)
+            #expect(fetched.header("ETag") == "\"1\"")
+            #expect(fetched.json["id"] as? String == id)
+            let deleted = try client.request("DELETE", "/sessions/\(id)")
+            #expect(deleted.status == 204)
+            #expect(deleted.body.isEmpty)
+            #expect(try client.request("GET", "/sessions/\(id)").errorCode == "session_not_found")
+            #expect(try client.request("DELETE", "/sessions/\(id)").status == 404)
+        }
     }
 
-    @Test func listPagesOldestFirstAndSurvivesDeletedCursor() throws {
-        let server = try SheetdProcess()
-        let client = try server.client()
-        var ids: [String] = []
-        for _ in 0..<5 { ids.append(try Self.createSession(client)) }
-        let first = try client.request("GET", "/sessions?limit=2")
-        #expect(first.status == 200)
-        let firstIDs = (first.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
-        #expect(firstIDs == Array(ids[0..<2]))
-        let cursor = try #require(first.json["next"] as? String)
-        // The session the cursor came from is deleted: the cursor still works.
-        #expect(try client.request("DELETE", "/sessions/\(ids[1])").status == 204)
-        let second = try client.request("GET", "/sessions?limit=2&after=\(cursor)")
-        #expect((second.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == Array(ids[2..<4]))
-        let third = try client.request("GET", "/sessions?limit=2&after=\(try #require(second.json["next"] as? String))")
-        #expect((third.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[4]])
-        #expect(third.json["next"] is NSNull)
-        // Phase filter.
-        _ = try client.request("POST", "/sessions/\(ids[0])/dismiss", body: #"{"reason":"done"}"#)
-        let dismissed = try client.request("GET", "/sessions?phase=dismissed")
-        #expect((dismissed.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[0]])
-        #expect(server.stop() == 0)
+    @Test func listPagesOldestFirstAndSurvivesDeletedCursor() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let client = try server.client()
+            var ids: [String] = []
+            for _ in 0..<5 { ids.append(try Self.createSession(client)) }
+            let first = try client.request("GET", "/sessions?limit=2")
+            #expect(first.status == 200)
+            let firstIDs = (first.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+            #expect(firstIDs == Array(ids[0..<2]))
+            let cursor = try #require(first.json["next"] as? String)
+            // The session the cursor came from is deleted: the cursor still works.
+            #expect(try client.request("DELETE", "/sessions/\(ids[1])").status == 204)
+            let second = try client.request("GET", "/sessions?limit=2&after=\(cursor)")
+            #expect((second.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == Array(ids[2..<4]))
+            let third = try client.request("GET", "/sessions?limit=2&after=\(try #require(second.json["next"] as? String))")
+            #expect((third.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[4]])
+            #expect(third.json["next"] is NSNull)
+            // Phase filter.
+            _ = try client.request("POST", "/sessions/\(ids[0])/dismiss", body: #"{"reason":"done"}"#)
+            let dismissed = try client.request("GET", "/sessions?phase=dismissed")
+            #expect((dismissed.json["sessions"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[0]])
+            #expect(server.stop() == 0)
+        }
     }
 
-    @Test func dismissAndPresentRoutes() throws {
-        let client = try Self.client()
-        let id = try Self.createSession(client)
-        let dismissed = try client.request("POST", "/sessions/\(id)/dismiss")
-        #expect(dismissed.status == 200)
-        #expect((dismissed.json["events"] as? [[String: Any]])?.first?["reason"] as? String == "programmatic")
-        let presented = try client.request("POST", "/sessions/\(id)/present", body: "{}")
-        #expect(presented.status == 200)
-        let done = try client.request("POST", "/sessions/\(id)/dismiss", body: #"{"reason":"done"}"#)
-        #expect((done.json["events"] as? [[String: Any]])?.first?["reason"] as? String == "done")
+    @Test func dismissAndPresentRoutes() async throws {
+        try await offPool {
+            let client = try Self.client()
+            let id = try Self.createSession(client)
+            let dismissed = try client.request("POST", "/sessions/\(id)/dismiss")
+            #expect(dismissed.status == 200)
+            #expect((dismissed.json["events"] as? [[String: Any]])?.first?["reason"] as? String == "programmatic")
+            let presented = try client.request("POST", "/sessions/\(id)/present", body: "{}")
+            #expect(presented.status == 200)
+            let done = try client.request("POST", "/sessions/\(id)/dismiss", body: #"{"reason":"done"}"#)
+            #expect((done.json["events"] as? [[String: Any]])?.first?["reason"] as? String == "done")
+        }
     }
 
     /// (method, path suffix after /sessions/{id} or a full path, body, status, code, field)
@@ -153,23 +163,25 @@ struct RoutesAndErrorsTests {
     ]
 
     @Test(arguments: errorCases)
-    func errorAnswers(_ item: ErrorCase) throws {
-        let client = try Self.client()
-        let id = try Self.createSession(client)
-        let path = item.path.hasPrefix("{id}") ? "/sessions/\(id)" + item.path.dropFirst(4) : item.path
-        let before = try client.request("GET", "/sessions/\(id)")
-        let response = try TestHTTPClient(port: try Self.server.get().port).request(item.method, path, body: item.body)
-        #expect(response.status == item.status, "\(response.text)")
-        #expect(response.errorCode == item.code, "\(response.text)")
-        #expect(response.errorField == item.field, "\(response.text)")
-        #expect(response.header("Content-Type") == "application/json; charset=utf-8")
-        let error = try #require(response.json["error"] as? [String: Any])
-        #expect((error["message"] as? String)?.isEmpty == false)
-        #expect(error["requestId"] as? String == response.header("X-Request-Id"))
-        if item.status == 405 { #expect(response.header("Allow") != nil) }
-        // Nothing changed.
-        let after = try client.request("GET", "/sessions/\(id)")
-        #expect(after.body == before.body)
+    func errorAnswers(_ item: ErrorCase) async throws {
+        try await offPool {
+            let client = try Self.client()
+            let id = try Self.createSession(client)
+            let path = item.path.hasPrefix("{id}") ? "/sessions/\(id)" + item.path.dropFirst(4) : item.path
+            let before = try client.request("GET", "/sessions/\(id)")
+            let response = try TestHTTPClient(port: try Self.server.get().port).request(item.method, path, body: item.body)
+            #expect(response.status == item.status, "\(response.text)")
+            #expect(response.errorCode == item.code, "\(response.text)")
+            #expect(response.errorField == item.field, "\(response.text)")
+            #expect(response.header("Content-Type") == "application/json; charset=utf-8")
+            let error = try #require(response.json["error"] as? [String: Any])
+            #expect((error["message"] as? String)?.isEmpty == false)
+            #expect(error["requestId"] as? String == response.header("X-Request-Id"))
+            if item.status == 405 { #expect(response.header("Allow") != nil) }
+            // Nothing changed.
+            let after = try client.request("GET", "/sessions/\(id)")
+            #expect(after.body == before.body)
+        }
     }
 
     @Test(arguments: [
@@ -180,87 +192,101 @@ struct RoutesAndErrorsTests {
         (["dismiss"], "dismiss", "", "sheet_dismissed"),
         (["drag:height:300"], "present", "", "sheet_presented"),
     ])
-    func phaseConflicts(setup: [String], action: String, body: String, code: String) throws {
-        let client = try Self.client()
-        let id = try Self.createSession(client)
-        for step in setup {
-            if step.hasPrefix("drag:") {
-                _ = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"\#(step.dropFirst(5))"}"#)
-            } else {
-                _ = try client.request("POST", "/sessions/\(id)/\(step)")
+    func phaseConflicts(setup: [String], action: String, body: String, code: String) async throws {
+        try await offPool {
+            let client = try Self.client()
+            let id = try Self.createSession(client)
+            for step in setup {
+                if step.hasPrefix("drag:") {
+                    _ = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"\#(step.dropFirst(5))"}"#)
+                } else {
+                    _ = try client.request("POST", "/sessions/\(id)/\(step)")
+                }
+            }
+            let before = try client.request("GET", "/sessions/\(id)")
+            let response = try client.request("POST", "/sessions/\(id)/\(action)", body: body)
+            #expect(response.status == 409)
+            #expect(response.errorCode == code)
+            #expect(try client.request("GET", "/sessions/\(id)").body == before.body)
+        }
+    }
+
+    @Test func oversizedBodyIsRefusedWithoutReadingIt() async throws {
+        try await offPool {
+            let client = try Self.client()
+            // Only the head is sent: the server must answer 413 from Content-Length alone.
+            try client.sendRaw(Array("POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n".utf8))
+            let response = try client.readResponse()
+            #expect(response.status == 413)
+            #expect(response.errorCode == "payload_too_large")
+        }
+    }
+
+    @Test func chunkedOversizedBodyIsRefused() async throws {
+        try await offPool {
+            let client = try Self.client()
+            var raw = Array("POST /sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+            let chunk = [UInt8](repeating: UInt8(ascii: " "), count: 16 * 1024)
+            for _ in 0..<5 { raw += Array("4000\r\n".utf8) + chunk + Array("\r\n".utf8) }
+            raw += Array("0\r\n\r\n".utf8)
+            try? client.sendRaw(raw)
+            let response = try client.readResponse()
+            #expect(response.status == 413)
+            #expect(response.errorCode == "payload_too_large")
+        }
+    }
+
+    @Test func capacityExceeded() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--max-sessions", "2"])
+            let client = try server.client()
+            #expect(try client.request("POST", "/sessions").status == 201)
+            #expect(try client.request("POST", "/sessions").status == 201)
+            let third = try client.request("POST", "/sessions")
+            #expect(third.status == 503)
+            #expect(third.errorCode == "capacity_exceeded")
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func eventsExpireAfterTheNewest256() async throws {
+        try await offPool {
+            let client = try Self.client()
+            let id = try Self.createSession(client, #"{"detents":["medium","large"]}"#)
+            for index in 0..<300 {
+                _ = try client.request("POST", "/sessions/\(id)/drag", body: index % 2 == 0 ? #"{"to":"medium"}"# : #"{"to":"large"}"#)
+            }
+            let expired = try client.request("GET", "/sessions/\(id)/events?after=3")
+            #expect(expired.status == 410)
+            #expect(expired.errorCode == "events_expired")
+            let recent = try client.request("GET", "/sessions/\(id)/events?after=290")
+            #expect(recent.status == 200)
+            #expect((recent.json["events"] as? [[String: Any]])?.count == 11)
+        }
+    }
+
+    @Test func keepAliveHoldsAcrossRequests() async throws {
+        try await offPool {
+            let client = try Self.client()
+            for _ in 0..<20 { #expect(try client.request("GET", "/healthz").status == 200) }
+            let id = try Self.createSession(client)
+            for index in 0..<20 {
+                let drag = try client.request("POST", "/sessions/\(id)/drag", body: index % 2 == 0 ? #"{"to":"medium"}"# : #"{"to":"large"}"#)
+                #expect(drag.status == 200)
+                #expect(drag.header("Connection")?.lowercased() != "close")
             }
         }
-        let before = try client.request("GET", "/sessions/\(id)")
-        let response = try client.request("POST", "/sessions/\(id)/\(action)", body: body)
-        #expect(response.status == 409)
-        #expect(response.errorCode == code)
-        #expect(try client.request("GET", "/sessions/\(id)").body == before.body)
     }
 
-    @Test func oversizedBodyIsRefusedWithoutReadingIt() throws {
-        let client = try Self.client()
-        // Only the head is sent: the server must answer 413 from Content-Length alone.
-        try client.sendRaw(Array("POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 70000\r\n\r\n".utf8))
-        let response = try client.readResponse()
-        #expect(response.status == 413)
-        #expect(response.errorCode == "payload_too_large")
-    }
-
-    @Test func chunkedOversizedBodyIsRefused() throws {
-        let client = try Self.client()
-        var raw = Array("POST /sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
-        let chunk = [UInt8](repeating: UInt8(ascii: " "), count: 16 * 1024)
-        for _ in 0..<5 { raw += Array("4000\r\n".utf8) + chunk + Array("\r\n".utf8) }
-        raw += Array("0\r\n\r\n".utf8)
-        try? client.sendRaw(raw)
-        let response = try client.readResponse()
-        #expect(response.status == 413)
-        #expect(response.errorCode == "payload_too_large")
-    }
-
-    @Test func capacityExceeded() throws {
-        let server = try SheetdProcess(["--max-sessions", "2"])
-        let client = try server.client()
-        #expect(try client.request("POST", "/sessions").status == 201)
-        #expect(try client.request("POST", "/sessions").status == 201)
-        let third = try client.request("POST", "/sessions")
-        #expect(third.status == 503)
-        #expect(third.errorCode == "capacity_exceeded")
-        #expect(server.stop() == 0)
-    }
-
-    @Test func eventsExpireAfterTheNewest256() throws {
-        let client = try Self.client()
-        let id = try Self.createSession(client, #"{"detents":["medium","large"]}"#)
-        for index in 0..<300 {
-            _ = try client.request("POST", "/sessions/\(id)/drag", body: index % 2 == 0 ? #"{"to":"medium"}"# : #"{"to":"large"}"#)
+    @Test func requestIDIsEchoedOrGenerated() async throws {
+        try await offPool {
+            let client = try Self.client()
+            let given = try client.request("GET", "/healthz", headers: [("X-Request-Id", "trace-42")])
+            #expect(given.header("X-Request-Id") == "trace-42")
+            let tooLong = try client.request("GET", "/healthz", headers: [("X-Request-Id", String(repeating: "a", count: 129))])
+            #expect(tooLong.header("X-Request-Id").map { $0.count <= 128 && $0 != String(repeating: "a", count: 129) } == true)
+            let failing = try client.request("GET", "/nowhere", headers: [("X-Request-Id", "trace-43")])
+            #expect((failing.json["error"] as? [String: Any])?["requestId"] as? String == "trace-43")
         }
-        let expired = try client.request("GET", "/sessions/\(id)/events?after=3")
-        #expect(expired.status == 410)
-        #expect(expired.errorCode == "events_expired")
-        let recent = try client.request("GET", "/sessions/\(id)/events?after=290")
-        #expect(recent.status == 200)
-        #expect((recent.json["events"] as? [[String: Any]])?.count == 11)
-    }
-
-    @Test func keepAliveHoldsAcrossRequests() throws {
-        let client = try Self.client()
-        for _ in 0..<20 { #expect(try client.request("GET", "/healthz").status == 200) }
-        let id = try Self.createSession(client)
-        for index in 0..<20 {
-            let drag = try client.request("POST", "/sessions/\(id)/drag", body: index % 2 == 0 ? #"{"to":"medium"}"# : #"{"to":"large"}"#)
-            #expect(drag.status == 200)
-            #expect(drag.header("Connection")?.lowercased() != "close")
-        }
-    }
-
-    @Test func requestIDIsEchoedOrGenerated() throws {
-        let client = try Self.client()
-        let given = try client.request("GET", "/healthz", headers: [("X-Request-Id", "trace-42")])
-        #expect(given.header("X-Request-Id") == "trace-42")
-        let tooLong = try client.request("GET", "/healthz", headers: [("X-Request-Id", String(repeating: "a", count: 129))])
-        #expect(tooLong.header("X-Request-Id").map { $0.count <= 128 && $0 != String(repeating: "a", count: 129) } == true)
-        let failing = try client.request("GET", "/nowhere", headers: [("X-Request-Id", "trace-43")])
-        #expect((failing.json["error"] as? [String: Any])?["requestId"] as? String == "trace-43")
     }
 }

@@ -9,6 +9,7 @@ final class SheetdProcess: @unchecked Sendable {
     // object; the stderr collector appends under `lock`.
     let process = Process()
     let port: Int
+    private let errors: FileHandle
     private let lock = NSLock()
     private var stderrText = ""
 
@@ -58,6 +59,7 @@ final class SheetdProcess: @unchecked Sendable {
             throw TestClientError(description: "sheetd did not start: \(collected)")
         }
         self.port = port
+        self.errors = handle
         stderrText = collected
         handle.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
@@ -109,6 +111,12 @@ final class SheetdProcess: @unchecked Sendable {
             process.waitUntilExit()
             return -1
         }
+        // Collect what is still in the pipe, so `stderr` is complete once the process is gone.
+        errors.readabilityHandler = nil
+        let rest = errors.readDataToEndOfFile()
+        lock.lock()
+        stderrText += String(decoding: rest, as: UTF8.self)
+        lock.unlock()
         return process.terminationStatus
     }
 

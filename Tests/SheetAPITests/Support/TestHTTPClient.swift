@@ -83,19 +83,8 @@ final class TestHTTPClient {
 
     /// Reads one answer: status line, headers, then a Content-Length or chunked body.
     func readResponse(method: String = "GET") throws -> TestResponse {
-        let headEnd = try readUntil([13, 10, 13, 10])
-        let headText = String(decoding: buffer[0..<headEnd], as: UTF8.self)
-        buffer.removeFirst(headEnd + 4)
-        var lines = headText.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst()
-        let parts = statusLine.split(separator: " ")
-        guard parts.count >= 2, let status = Int(parts[1]) else { throw TestClientError(description: "bad status line \(statusLine)") }
-        var headers: [(String, String)] = []
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
-        }
-        var response = TestResponse(status: status, headers: headers, body: [])
+        var response = try readResponseHead()
+        let status = response.status
         if method == "HEAD" || status == 204 || status == 304 { return response }
         if let length = response.header("Content-Length").flatMap(Int.init) {
             try fill(length)
@@ -114,6 +103,28 @@ final class TestHTTPClient {
             }
         }
         return response
+    }
+
+    /// Half-closes nothing: drops the connection as a client that went away would.
+    func shutdownConnection() {
+        Glibc.shutdown(fd, Int32(SHUT_RDWR))
+    }
+
+    /// Reads the status line and headers only (for streams, whose body never ends on its own).
+    func readResponseHead() throws -> TestResponse {
+        let headEnd = try readUntil([13, 10, 13, 10])
+        let headText = String(decoding: buffer[0..<headEnd], as: UTF8.self)
+        buffer.removeFirst(headEnd + 4)
+        var lines = headText.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst()
+        let parts = statusLine.split(separator: " ")
+        guard parts.count >= 2, let status = Int(parts[1]) else { throw TestClientError(description: "bad status line \(statusLine)") }
+        var headers: [(String, String)] = []
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        return TestResponse(status: status, headers: headers, body: [])
     }
 
     /// For streams: reads whatever arrives next (at least one byte), or nil when the server closed.

@@ -1,0 +1,93 @@
+import CMicroHTTPD
+import Synchronization
+
+/// One TCP connection, from NOTIFY_CONNECTION STARTED to CLOSED (stored in its `socket_context`).
+///
+/// libmicrohttpd's connection timeout counts *inactivity*: a peer that trickles a byte every
+/// few seconds (slowloris) never trips it. So the server adds its own rule: from the moment a
+/// connection is ready for a request (accepted, or the previous exchange completed), the whole
+/// next request, head and body, must arrive within `connectionTimeout`. While a request is being
+/// answered (responder, stream) the rule does not apply.
+final class ConnectionState: Sendable {
+    static let busy: Int64 = -1
+    static let cut: Int64 = -2
+
+    let fd: Int32
+    /// Monotonic ns since which the connection waits for a complete request, or `busy` / `cut`.
+    let receivingSince: Atomic<Int64>
+    /// Set at NOTIFY_CONNECTION CLOSED, before libmicrohttpd closes the fd: the sweeper only
+    /// shuts a socket down under this lock while it is false, so it never touches a reused fd.
+    let closed = LockedState(false)
+
+    init(fd: Int32, now: Int64) {
+        self.fd = fd
+        self.receivingSince = Atomic(now)
+    }
+
+    @inline(__always) func markBusy() {
+        receivingSince.store(Self.busy, ordering: .relaxed)
+    }
+
+    @inline(__always) func markReceiving(now: Int64) {
+        // A connection already cut stays cut.
+        _ = receivingSince.compareExchange(expected: Self.busy, desired: now, ordering: .relaxed)
+    }
+}
+
+/// All open connections, for the request-receive deadline.
+final class ConnectionTracker: Sendable {
+    private struct State: Sendable {
+        var connections: [ConnectionState] = []
+        var compactionThreshold = 256
+    }
+
+    private let state = LockedState(State())
+    let timeoutNanoseconds: Int64
+
+    init(timeout: Duration) {
+        let (seconds, attoseconds) = timeout.components
+        timeoutNanoseconds = max(1, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    func opened(_ connection: ConnectionState) {
+        state.withLock { s in
+            if s.connections.count >= s.compactionThreshold {
+                s.connections.removeAll { $0.closed.withLock { $0 } }
+                s.compactionThreshold = max(256, s.connections.count * 2)
+            }
+            s.connections.append(connection)
+        }
+    }
+
+    func closed(_ connection: ConnectionState) {
+        connection.closed.withLock { $0 = true }
+    }
+
+    /// Shuts down the sockets of connections that did not deliver a complete request in time.
+    /// Returns how many were cut.
+    @discardableResult
+    func cutOverdue(now: Int64) -> Int {
+        let limit = now - timeoutNanoseconds
+        return state.withLock { s -> Int in
+            var cut = 0
+            s.connections.removeAll { connection in
+                connection.closed.withLock { closed -> Bool in
+                    if closed { return true }
+                    let since = connection.receivingSince.load(ordering: .relaxed)
+                    if since >= 0 && since < limit {
+                        let (exchanged, _) = connection.receivingSince.compareExchange(
+                            expected: since, desired: ConnectionState.cut, ordering: .relaxed)
+                        if exchanged {
+                            _ = sheetd_shutdown_socket(connection.fd)
+                            cut += 1
+                        }
+                    }
+                    return false
+                }
+            }
+            return cut
+        }
+    }
+
+    var count: Int { state.withLock { s in s.connections.count } }
+}

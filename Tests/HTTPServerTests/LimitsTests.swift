@@ -1,0 +1,130 @@
+@testable import HTTPServer
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+@Suite("Slow peers and connection limits", .serialized)
+struct LimitsTests {
+    @Test("slowloris peers (trickled head, trickled body) are cut at the timeout while others are served")
+    func slowloris() async throws {
+        try await withServer({ $0.connectionTimeout = .seconds(1) }) { server, port, _ in
+            let started = ContinuousClock.now
+            // 20 peers trickling the head, 5 trickling a body, a byte every 150 ms (each byte resets
+            // an inactivity timer: only a deadline on the whole request cuts them).
+            async let heads = withThrowingTaskGroup(of: Double.self) { group in
+                for i in 0..<25 {
+                    group.addTask {
+                        try await onThread {
+                            let client = try RawHTTPClient(port: port, receiveTimeout: 0.05)
+                            let opening = i < 20
+                                ? "GET /echo HTTP/1.1\r\nHost: x\r\n"
+                                : "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+                            try client.send(opening)
+                            let begin = ContinuousClock.now
+                            while milliseconds(since: begin) < 6000 {
+                                do { try client.send("X") } catch { return milliseconds(since: begin) }
+                                if client.waitForClose() { return milliseconds(since: begin) }
+                                usleep(100_000)
+                            }
+                            return -1
+                        }
+                    }
+                }
+                var times: [Double] = []
+                for try await t in group { times.append(t) }
+                return times
+            }
+            // Meanwhile a normal client keeps getting quick answers.
+            let latencies = try await onThread {
+                var latencies: [Double] = []
+                let client = try RawHTTPClient(port: port)
+                for _ in 0..<20 {
+                    let t = ContinuousClock.now
+                    guard try client.roundTrip("GET", "/echo").status == 200 else { return [Double]() }
+                    latencies.append(milliseconds(since: t))
+                    usleep(50_000)
+                }
+                return latencies
+            }
+            let cutTimes = try await heads
+            #expect(latencies.count == 20)
+            #expect((latencies.max() ?? 1e9) < 250)
+            #expect(cutTimes.allSatisfy { $0 >= 800 && $0 < 3000 }, "cut after \(cutTimes) ms")
+            #expect(milliseconds(since: started) < 5000)
+            #expect(await Probe().wait { _ in server.openConnections == 0 })
+        }
+    }
+
+    @Test("an idle keep-alive connection is closed after the timeout")
+    func idleKeepAlive() async throws {
+        try await withServer({ $0.connectionTimeout = .seconds(1) }) { _, port, _ in
+            let (status, closedAfter) = try await onThread {
+                let client = try RawHTTPClient(port: port, receiveTimeout: 4)
+                let status = try client.roundTrip("GET", "/echo").status
+                let begin = ContinuousClock.now
+                _ = client.waitForClose()
+                return (status, milliseconds(since: begin))
+            }
+            #expect(status == 200)
+            #expect(closedAfter >= 800 && closedAfter < 3000)
+        }
+    }
+
+    @Test("answers and streams that take longer than the connection timeout are not cut")
+    func busyIsNotCut() async throws {
+        try await withServer({ $0.connectionTimeout = .seconds(1) }) { _, port, _ in
+            let (slow, lines) = try await onThread {
+                let client = try RawHTTPClient(port: port)
+                let slow = try client.roundTrip("GET", "/slow?ms=1600")
+                let lines = try client.roundTrip("GET", "/stream?n=4&ms=450").text
+                return (slow, lines)
+            }
+            #expect(slow.status == 200)
+            #expect(lines == (0..<4).map { "line \($0)\n" }.joined())
+        }
+    }
+
+    @Test("per-client connection limit")
+    func perClientLimit() async throws {
+        try await withServer({ $0.maxConnectionsPerClient = 4; $0.threads = 1 }) { server, port, _ in
+            let (allowed, refused, afterClose) = try await onThread {
+                var clients = try (0..<4).map { _ in try RawHTTPClient(port: port, receiveTimeout: 2) }
+                let allowed = try clients.map { try $0.roundTrip("GET", "/echo").status }
+                let fifth = try RawHTTPClient(port: port, receiveTimeout: 2)
+                let refused = (try? fifth.roundTrip("GET", "/echo")) == nil
+                clients.removeLast()
+                usleep(100_000)
+                let afterClose = try RawHTTPClient(port: port, receiveTimeout: 2).roundTrip("GET", "/echo").status
+                return (allowed, refused, afterClose)
+            }
+            #expect(allowed == [200, 200, 200, 200])
+            #expect(refused)
+            #expect(afterClose == 200)
+            _ = server
+        }
+    }
+
+    @Test("openConnections counts open sockets")
+    func openConnectionCount() async throws {
+        try await withServer { server, port, _ in
+            let clients = try await onThread {
+                try (0..<3).map { _ in
+                    let client = try RawHTTPClient(port: port)
+                    _ = try client.roundTrip("GET", "/echo")
+                    return ClientBox(client)
+                }
+            }
+            #expect(server.openConnections == 3)
+            for box in clients { box.client.abort() }
+            #expect(await Probe().wait { _ in server.openConnections == 0 })
+        }
+    }
+}
+
+/// Carries a test client between threads (it is only used by one thread at a time).
+// @unchecked Sendable: handed from the thread that made it to the test, never used concurrently.
+final class ClientBox: @unchecked Sendable {
+    let client: RawHTTPClient
+    init(_ client: RawHTTPClient) { self.client = client }
+}

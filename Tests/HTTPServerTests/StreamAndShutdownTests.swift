@@ -1,0 +1,197 @@
+@testable import HTTPServer
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+import Testing
+
+@Suite("Streams and shutdown", .serialized)
+struct StreamAndShutdownTests {
+    @Test("a stream delivers chunks written over time, ends, and the connection is reused")
+    func streamDelivers() async throws {
+        try await withServer { _, port, probe in
+            let (status, chunks, arrivals, next) = try await onThread {
+                let client = try RawHTTPClient(port: port)
+                try client.send(RawHTTPClient.request("GET", "/stream?n=5&ms=60"))
+                let started = ContinuousClock.now
+                guard let (status, headers) = try client.readHead() else { throw ClientError("no head") }
+                guard headers.contains(where: { $0.0.lowercased() == "transfer-encoding" && $0.1.lowercased() == "chunked" })
+                else { throw ClientError("not chunked: \(headers)") }
+                var chunks: [String] = []
+                var arrivals: [Double] = []
+                while let chunk = try client.readChunk() {
+                    chunks.append(String(decoding: chunk, as: UTF8.self))
+                    arrivals.append(milliseconds(since: started))
+                }
+                let next = try client.roundTrip("GET", "/echo")
+                return (status, chunks, arrivals, next)
+            }
+            #expect(status == 200)
+            #expect(chunks.joined() == (0..<5).map { "line \($0)\n" }.joined())
+            // Written 60 ms apart: they arrive over time, not all at the end.
+            #expect((arrivals.last ?? 0) - (arrivals.first ?? 0) >= 150)
+            #expect(next.status == 200)
+            #expect(await probe.wait { $0.streamsClosed == ["stream"] })
+            #expect(await probe.wait { $0.records.contains { $0.head.path == "/stream" && $0.bytesOut == 35 && $0.completedNormally } })
+        }
+    }
+
+    @Test("a stream whose client disconnects fires onClose and refuses further writes")
+    func streamClientGone() async throws {
+        try await withServer { _, port, probe in
+            let received = try await onThread {
+                let client = try RawHTTPClient(port: port)
+                try client.send(RawHTTPClient.request("GET", "/forever?ms=20&id=gone"))
+                _ = try client.readHead()
+                var received = 0
+                for _ in 0..<3 { if try client.readChunk() != nil { received += 1 } }
+                client.abort()
+                return received
+            }
+            #expect(received == 3)
+            #expect(await probe.wait(for: .seconds(3)) { $0.streamsClosed.contains("gone") })
+        }
+    }
+
+    @Test("HTTPStream alone: writes queue, finish closes, onClose runs once")
+    func streamUnit() {
+        let stream = HTTPStream()
+        let closes = Counter()
+        #expect(stream.write([1, 2, 3]))
+        #expect(stream.write([]))
+        #expect(stream.write([4]))
+        #expect(stream.pendingWrites == 2)
+        #expect(!stream.isClosed)
+        stream.onClose { closes.increment() }
+        stream.finish()
+        #expect(stream.isClosed)
+        #expect(!stream.write([5]))
+        stream.abandon()
+        stream.abandon()
+        #expect(closes.value == 1)
+        let late = Counter()
+        stream.onClose { late.increment() }
+        #expect(late.value == 1)
+    }
+
+    @Test("shutdown lets requests in flight finish, then stops accepting")
+    func shutdownInFlight() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.errorLog = { _ in }
+        let probe = Probe()
+        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+        let port = try server.start()
+        let results = Locked<[Int]>([])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let status = try await onThread { try RawHTTPClient(port: port).roundTrip("GET", "/slow?ms=400").status }
+                    results.withLock { $0.append(status) }
+                }
+            }
+            #expect(await probe.wait { $0.respondCalls == 8 })
+            let started = ContinuousClock.now
+            await server.shutdown(grace: .seconds(3))
+            #expect(milliseconds(since: started) < 2000)
+            try await group.waitForAll()
+        }
+        #expect(results.withLock { $0 } == Array(repeating: 200, count: 8))
+        let refused = await (try? onThread { try RawHTTPClient(port: port).roundTrip("GET", "/echo") }) == nil
+        #expect(refused)
+    }
+
+    @Test("shutdown answers 503 to requests still suspended after the grace")
+    func shutdownPastGrace() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.errorLog = { _ in }
+        let probe = Probe()
+        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+        let port = try server.start()
+        async let slow = onThread { try RawHTTPClient(port: port).roundTrip("GET", "/slow?ms=10000") }
+        #expect(await probe.wait { $0.respondCalls == 1 })
+        let started = ContinuousClock.now
+        await server.shutdown(grace: .milliseconds(200))
+        let elapsed = milliseconds(since: started)
+        let response = try await slow
+        #expect(response.status == 503)
+        #expect(response.header("Connection")?.lowercased() == "close")
+        #expect(elapsed < 1500)
+    }
+
+    @Test("shutdown ends open streams (clients see the final chunk) and runs onClose")
+    func shutdownStreams() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.errorLog = { _ in }
+        let probe = Probe()
+        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+        let port = try server.start()
+        let ready = Counter()
+        async let idle = onThread {
+            let client = try RawHTTPClient(port: port)
+            try client.send(RawHTTPClient.request("GET", "/idle-stream?id=idle"))
+            _ = try client.readHead()
+            var text = ""
+            var first = true
+            while let chunk = try client.readChunk() {
+                text += String(decoding: chunk, as: UTF8.self)
+                if first { ready.increment(); first = false }
+            }
+            return text
+        }
+        async let busy = onThread {
+            let client = try RawHTTPClient(port: port)
+            try client.send(RawHTTPClient.request("GET", "/forever?ms=10&id=busy"))
+            _ = try client.readHead()
+            var chunks = 0
+            while try client.readChunk() != nil {
+                chunks += 1
+                if chunks == 3 { ready.increment() }
+            }
+            return chunks
+        }
+        let end = ContinuousClock.now + .seconds(5)
+        while ready.value < 2 && ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        let started = ContinuousClock.now
+        await server.shutdown(grace: .seconds(5))
+        #expect(milliseconds(since: started) < 1500)
+        #expect(try await idle == ": hello\n\n")
+        #expect(try await busy >= 3)
+        #expect(await probe.wait { Set($0.streamsClosed) == ["idle", "busy"] })
+    }
+
+    @Test("shutdown is idempotent and safe before start")
+    func shutdownIdempotent() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let never = HTTPServer(configuration: configuration, responder: TestResponder(probe: Probe()))
+        await never.shutdown(grace: .zero)
+        await never.shutdown(grace: .zero)
+        #expect(throws: HTTPServerError.self) { _ = try never.start() }
+
+        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: Probe()))
+        _ = try server.start()
+        async let a: Void = server.shutdown(grace: .milliseconds(100))
+        async let b: Void = server.shutdown(grace: .milliseconds(100))
+        _ = await (a, b)
+        await server.shutdown(grace: .zero)
+    }
+
+    @Test("start fails clearly for a bad address or a taken port")
+    func startErrors() async throws {
+        var bad = HTTPServerConfiguration()
+        bad.host = "not-an-address"
+        bad.port = 0
+        let badServer = HTTPServer(configuration: bad, responder: TestResponder(probe: Probe()))
+        #expect { _ = try badServer.start() } throws: { ($0 as? HTTPServerError)?.code == .invalidAddress }
+
+        try await withServer { _, port, _ in
+            var taken = HTTPServerConfiguration()
+            taken.port = port
+            let second = HTTPServer(configuration: taken, responder: TestResponder(probe: Probe()))
+            #expect { _ = try second.start() } throws: { ($0 as? HTTPServerError)?.code == .bindFailed }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+@testable import HTTPServer
+import Testing
+
+@Suite("Request state machine (no sockets)")
+struct RequestStateMachineTests {
+    static let limits = RequestStateMachine.Limits(maxBodySize: 100, maxHeaderCount: 5, maxDiscardedBytes: 1000)
+
+    @Test("a request with a body: proceed, append, respond, then queue the answer after the resume")
+    func happyPath() {
+        var machine = RequestStateMachine(limits: Self.limits)
+        #expect(machine.headReceived(headerCount: 3, contentLength: 60, shuttingDown: false) == .proceed)
+        #expect(machine.bodyChunk(count: 30) == .append)
+        #expect(machine.bodyChunk(count: 30) == .append)
+        #expect(machine.requestComplete() == .respond)
+        #expect(machine.isAwaitingAnswer)
+        #expect(machine.requestComplete() == .queueAnswer)
+        #expect(machine.state == .answered)
+    }
+
+    @Test("head refusals", arguments: [
+        (6, Int?.none, false, RequestStateMachine.HeadAction.reject(.tooManyHeaders(limit: 5))),
+        (5, 101, false, .reject(.payloadTooLarge(limit: 100))),
+        (5, 100, false, .proceed),
+        (0, nil, false, .proceed),
+        (1, 10, true, .reject(.serviceUnavailable)),
+        (1, Int.max, false, .reject(.payloadTooLarge(limit: 100))),
+    ])
+    func headRefusals(headers: Int, contentLength: Int?, stopping: Bool, expected: RequestStateMachine.HeadAction) {
+        var machine = RequestStateMachine(limits: Self.limits)
+        #expect(machine.headReceived(headerCount: headers, contentLength: contentLength, shuttingDown: stopping) == expected)
+        if expected != .proceed { #expect(machine.state == .answered) }
+    }
+
+    @Test("a chunked body past the limit is drained, then refused; far past it the connection is closed")
+    func chunkedOverLimit() {
+        var machine = RequestStateMachine(limits: Self.limits)
+        #expect(machine.headReceived(headerCount: 1, contentLength: nil, shuttingDown: false) == .proceed)
+        #expect(machine.bodyChunk(count: 100) == .append)
+        #expect(machine.bodyChunk(count: 1) == .discard)
+        #expect(machine.bodyChunk(count: 500) == .discard)
+        #expect(machine.requestComplete() == .reject(.payloadTooLarge(limit: 100)))
+
+        var flood = RequestStateMachine(limits: Self.limits)
+        _ = flood.headReceived(headerCount: 1, contentLength: nil, shuttingDown: false)
+        #expect(flood.bodyChunk(count: 600) == .discard)
+        #expect(flood.bodyChunk(count: 600) == .abort)
+    }
+
+    @Test("calls libmicrohttpd should not make close the connection")
+    func unexpectedCalls() {
+        var machine = RequestStateMachine(limits: Self.limits)
+        #expect(machine.requestComplete() == .abort)
+        var answered = RequestStateMachine(limits: Self.limits)
+        _ = answered.headReceived(headerCount: 1, contentLength: nil, shuttingDown: false)
+        #expect(answered.requestComplete() == .respond)
+        #expect(answered.bodyChunk(count: 1) == .abort)
+    }
+}
+
+@Suite("Headers, content length, helpers")
+struct HelperTests {
+    @Test("HTTPHeaders: case-insensitive, ordered, replace removes every value")
+    func headers() {
+        var headers = HTTPHeaders([("Content-Type", "a"), ("X-Multi", "1")])
+        headers.add("x-multi", "2")
+        #expect(headers["content-type"] == "a")
+        #expect(headers["X-MULTI"] == "1")
+        #expect(headers.values(for: "X-Multi") == ["1", "2"])
+        #expect(headers.count == 3)
+        headers.replace("X-Multi", "3")
+        #expect(headers.values(for: "x-multi") == ["3"])
+        #expect(headers["missing"] == nil)
+        #expect(headers.map(\.name) == ["Content-Type", "X-Multi"])
+        #expect(!"abc".asciiCaseInsensitiveEquals("abcd"))
+        #expect("ÄbC".asciiCaseInsensitiveEquals("Äbc"))
+    }
+
+    @Test("Content-Length parsing", arguments: [
+        ("0", 0), ("42", 42), (" 7 ", 7), ("99999999999999999999999", Int.max),
+    ])
+    func contentLength(text: String, value: Int) {
+        #expect(parseContentLength(text) == value)
+    }
+
+    @Test("malformed Content-Length", arguments: ["", "-1", "1a", "0x10"])
+    func badContentLength(text: String) {
+        #expect(parseContentLength(text) == nil)
+    }
+
+    @Test("query lookup and default rejections")
+    func requestHead() {
+        let head = HTTPRequestHead(method: .get, path: "/x", query: [("a", "1"), ("a", "2"), ("b", "")])
+        #expect(head.queryValue("a") == "1")
+        #expect(head.queryValue("b") == "")
+        #expect(head.queryValue("c") == nil)
+        #expect(HTTPResponse.defaultRejection(.payloadTooLarge(limit: 1)).status == 413)
+        #expect(HTTPResponse.defaultRejection(.tooManyHeaders(limit: 1)).status == 431)
+        #expect(HTTPResponse.defaultRejection(.serviceUnavailable).status == 503)
+    }
+
+    @Test("timeouts round up to whole seconds; sweep interval is bounded")
+    func durations() {
+        #expect(wholeSecondsRoundedUp(.milliseconds(1)) == 1)
+        #expect(wholeSecondsRoundedUp(.seconds(30)) == 30)
+        #expect(wholeSecondsRoundedUp(.milliseconds(1500)) == 2)
+        #expect(wholeSecondsRoundedUp(.zero) == 1)
+        #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(30)) == .seconds(1))
+        #expect(HTTPServer.sweepInterval(deadline: .milliseconds(100), connectionTimeout: .seconds(30)) == .milliseconds(10))
+        #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(1)) == .milliseconds(100))
+    }
+}

@@ -1,0 +1,309 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// The presenter's side: long-polls and Server-Sent Events, against the real binary.
+@Suite("Waiting for events")
+struct EventsTests {
+    static let seed = SeedScenarioTests.seedConfiguration
+
+    static func create(_ client: TestHTTPClient, _ body: String = seed) throws -> String {
+        let created = try client.request("POST", "/sessions", body: body)
+        return try #require(created.json["id"] as? String)
+    }
+
+    static func processFigures(_ pid: Int32) -> (threads: Int, residentKiB: Int) {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func value(_ key: String) -> Int {
+            status.split(separator: "\n").first { $0.hasPrefix(key) }
+                .flatMap { Int($0.split(whereSeparator: { $0 == " " || $0 == "\t" })[1]) } ?? -1
+        }
+        return (value("Threads:"), value("VmRSS:"))
+    }
+
+    @Test func longPollIsAnsweredByADragFromAnotherClient() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let id = try Self.create(try server.client())
+            let waiter = try server.client()
+            let started = Date()
+            try waiter.sendRaw(Array("GET /sessions/\(id)/events?after=1&wait=10 HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            Thread.sleep(forTimeInterval: 0.2)
+            let drag = try server.client().request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#)
+            #expect(drag.status == 200)
+            let answer = try waiter.readResponse()
+            let elapsed = Date().timeIntervalSince(started)
+            #expect(answer.status == 200)
+            let events = try #require(answer.json["events"] as? [[String: Any]])
+            #expect(events.map { $0["seq"] as? Int } == [2])
+            #expect(events.first?["type"] as? String == "detentChanged")
+            #expect(answer.json["version"] as? Int == 2)
+            #expect(elapsed < 5, "released by the drag, not by the 10 s timeout")
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func longPollTimesOutEmpty() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let client = try server.client()
+            let id = try Self.create(client)
+            let started = Date()
+            let answer = try client.request("GET", "/sessions/\(id)/events?after=1&wait=0.5")
+            let elapsed = Date().timeIntervalSince(started)
+            #expect(answer.status == 200)
+            #expect(answer.text == #"{"events":[],"version":1}"#)
+            #expect(elapsed >= 0.45)
+            // Events that already exist are answered at once, whatever the wait.
+            let immediate = try client.request("GET", "/sessions/\(id)/events?after=0&wait=30")
+            #expect((immediate.json["events"] as? [[String: Any]])?.count == 1)
+            #expect(server.stop() == 0)
+        }
+    }
+
+    /// A thousand presenters wait on one session: each costs memory only (no thread), and one
+    /// drag releases every one of them.
+    @Test func thousandLongPollsReleasedByOneDrag() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let id = try Self.create(try server.client())
+            let pid = server.process.processIdentifier
+            let before = Self.processFigures(pid)
+            var waiters: [TestHTTPClient] = []
+            for _ in 0..<1000 {
+                let waiter = try TestHTTPClient(port: server.port, receiveTimeout: 20)
+                try waiter.sendRaw(Array("GET /sessions/\(id)/events?after=1&wait=30 HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+                waiters.append(waiter)
+            }
+            // Let every request reach the store before the drag.
+            var waiting = Self.processFigures(pid)
+            for _ in 0..<50 {
+                Thread.sleep(forTimeInterval: 0.1)
+                let metrics = try server.client().request("GET", "/metrics").text
+                if metrics.contains("sheetd_open_connections 100") { break }
+            }
+            Thread.sleep(forTimeInterval: 0.3)
+            waiting = Self.processFigures(pid)
+            let drag = try server.client().request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#)
+            #expect(drag.status == 200)
+            var released = 0
+            for waiter in waiters {
+                let answer = try waiter.readResponse()
+                if answer.status == 200, (answer.json["events"] as? [[String: Any]])?.first?["seq"] as? Int == 2 { released += 1 }
+            }
+            #expect(released == 1000)
+            #expect(waiting.threads == before.threads, "waiting holds no thread: \(before.threads) → \(waiting.threads)")
+            let perWaiter = Double(waiting.residentKiB - before.residentKiB) * 1024 / 1000
+            print("1000 long-polls: threads \(before.threads) → \(waiting.threads); RSS \(before.residentKiB) KiB → \(waiting.residentKiB) KiB (\(Int(perWaiter)) bytes per waiting presenter)")
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func deletedSessionReleasesWaitersWith404() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let id = try Self.create(try server.client())
+            let waiter = try server.client()
+            try waiter.sendRaw(Array("GET /sessions/\(id)/events?after=1&wait=10 HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            Thread.sleep(forTimeInterval: 0.2)
+            #expect(try server.client().request("DELETE", "/sessions/\(id)").status == 204)
+            let answer = try waiter.readResponse()
+            #expect(answer.status == 404)
+            #expect(answer.errorCode == "session_not_found")
+            #expect(server.stop() == 0)
+        }
+    }
+
+    // MARK: Server-Sent Events
+
+    /// Reads SSE messages (id, event, data) until `count` arrived or the stream ended. Decodes the
+    /// chunked framing itself, so the end of the answer (the zero-size chunk) is seen even though
+    /// the connection stays open for the next request.
+    final class SSEReader {
+        let client: TestHTTPClient
+        private var raw: [UInt8] = []
+        private var text = ""
+        var comments: [String] = []
+        var ended = false
+
+        init(_ client: TestHTTPClient) { self.client = client }
+
+        struct Message { var id: Int; var event: String; var data: [String: Any] }
+
+        func next(_ count: Int) throws -> [Message] {
+            var messages: [Message] = []
+            while messages.count < count {
+                while let range = text.range(of: "\n\n") {
+                    let block = String(text[..<range.lowerBound])
+                    text = String(text[range.upperBound...])
+                    var message = Message(id: -1, event: "", data: [:])
+                    for line in block.split(separator: "\n") {
+                        let line = String(line)
+                        if line.hasPrefix(":") { comments.append(line) }
+                        if line.hasPrefix("id: ") { message.id = Int(line.dropFirst(4)) ?? -1 }
+                        if line.hasPrefix("event: ") { message.event = String(line.dropFirst(7)) }
+                        if line.hasPrefix("data: ") {
+                            message.data = (try? JSONSerialization.jsonObject(with: Data(line.dropFirst(6).utf8))) as? [String: Any] ?? [:]
+                        }
+                    }
+                    if message.id >= 0 { messages.append(message) }
+                    if messages.count == count { return messages }
+                }
+                if ended { return messages }
+                guard let bytes = try client.readAvailable() else { ended = true; return messages }
+                raw += bytes
+                decodeChunks()
+            }
+            return messages
+        }
+
+        /// Moves complete chunks from `raw` to `text`; a zero-size chunk ends the stream.
+        private func decodeChunks() {
+            while let lineEnd = findCRLF(in: raw, from: 0) {
+                let sizeText = String(decoding: raw[0..<lineEnd], as: UTF8.self)
+                guard let size = Int(sizeText, radix: 16) else { ended = true; return }
+                guard raw.count >= lineEnd + 2 + size + 2 else { return }
+                text += String(decoding: raw[(lineEnd + 2)..<(lineEnd + 2 + size)], as: UTF8.self)
+                raw.removeFirst(lineEnd + 2 + size + 2)
+                if size == 0 { ended = true; return }
+            }
+        }
+
+        private func findCRLF(in bytes: [UInt8], from start: Int) -> Int? {
+            guard bytes.count >= 2 else { return nil }
+            for index in start..<(bytes.count - 1) where bytes[index] == 13 && bytes[index + 1] == 10 { return index }
+            return nil
+        }
+    }
+
+    static func openStream(_ server: SheetdProcess, _ id: String, headers: String = "", query: String = "") throws -> SSEReader {
+        let client = try TestHTTPClient(port: server.port, receiveTimeout: 10)
+        try client.sendRaw(Array("GET /sessions/\(id)/events\(query) HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\(headers)\r\n".utf8))
+        let head = try client.readResponseHead()
+        #expect(head.status == 200)
+        #expect(head.header("Content-Type") == "text/event-stream")
+        return SSEReader(client)
+    }
+
+    @Test func streamFollowsTheSeedScenarioAndResumesWithLastEventID() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let actor = try server.client()
+            let id = try Self.create(actor)
+            let stream = try Self.openStream(server, id, query: "?after=0")
+            let first = try stream.next(1)
+            #expect(first.map(\.event) == ["presented"])
+
+            _ = try actor.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#)
+            _ = try actor.request("POST", "/sessions/\(id)/drag", body: #"{"to":"height:300"}"#)
+            let live = try stream.next(2)
+            #expect(live.map(\.id) == [2, 3])
+            #expect(live.map(\.event) == ["detentChanged", "intercepted"])
+            #expect(live[1].data["restoredTo"] as? String == "medium")
+
+            // The presenter goes away; meanwhile the user cancels, tries again and discards.
+            stream.client.shutdownConnection()
+            _ = try actor.request("POST", "/sessions/\(id)/confirm", body: #"{"action":"cancel"}"#)
+            _ = try actor.request("POST", "/sessions/\(id)/drag", body: #"{"to":"height:300"}"#)
+            _ = try actor.request("POST", "/sessions/\(id)/confirm", body: #"{"action":"discard"}"#)
+
+            // It comes back with Last-Event-ID: nothing lost, nothing repeated; until=dismissed ends the stream.
+            let resumed = try Self.openStream(server, id, headers: "Last-Event-ID: 3\r\n", query: "?until=dismissed")
+            let rest = try resumed.next(10)
+            #expect(rest.map(\.id) == [4, 5, 6])
+            #expect(rest.map(\.event) == ["confirmationCancelled", "intercepted", "dismissed"])
+            #expect(rest.last?.data["reason"] as? String == "discarded")
+            #expect(resumed.ended, "until=dismissed ends the stream after the dismissed event")
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func streamWithoutResumePointStartsWithTheNextEventAndSurvivesRepresentation() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let actor = try server.client()
+            let id = try Self.create(actor, #"{"detents":["medium","large"]}"#)
+            _ = try actor.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#)
+            let stream = try Self.openStream(server, id)
+            Thread.sleep(forTimeInterval: 0.2)
+            _ = try actor.request("POST", "/sessions/\(id)/dismiss", body: #"{"reason":"done"}"#)
+            _ = try actor.request("POST", "/sessions/\(id)/present")
+            let messages = try stream.next(2)
+            #expect(messages.map(\.id) == [3, 4])
+            #expect(messages.map(\.event) == ["dismissed", "presented"])
+            // Deleting the session ends the stream.
+            _ = try actor.request("DELETE", "/sessions/\(id)")
+            _ = try stream.next(1)
+            #expect(stream.ended)
+            #expect(stream.comments.contains { $0.contains("deleted") })
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func resumePointErrors() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let client = try server.client()
+            let id = try Self.create(client)
+            for (headers, code) in [("Last-Event-ID: 9\r\n", "invalid_field"), ("Last-Event-ID: x\r\n", "invalid_field")] {
+                let raw = try TestHTTPClient(port: server.port)
+                try raw.sendRaw(Array("GET /sessions/\(id)/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\(headers)\r\n".utf8))
+                let answer = try raw.readResponse()
+                #expect(answer.status == 400)
+                #expect(answer.errorCode == code)
+                #expect(answer.errorField == "Last-Event-ID")
+            }
+            #expect(server.stop() == 0)
+        }
+    }
+
+    /// A reader that stops reading is dropped once it is more than 256 events behind; another
+    /// reader of the same session is not held up.
+    @Test func stalledReaderIsDroppedWhileOthersCarryOn() async throws {
+        try await offPool {
+            let server = try SheetdProcess()
+            let actor = try server.client()
+            let id = try Self.create(actor, #"{"detents":["medium","large"]}"#)
+            // A small receive buffer, so the kernel holds little on the stalled side.
+            let stalled = try TestHTTPClient(port: server.port, receiveTimeout: 10, receiveBuffer: 4096)
+            try stalled.sendRaw(Array("GET /sessions/\(id)/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n".utf8))
+            let healthy = try Self.openStream(server, id)
+            Thread.sleep(forTimeInterval: 0.2)
+            var received = 0
+            for index in 0..<1500 {
+                _ = try actor.request("POST", "/sessions/\(id)/drag", body: index % 2 == 0 ? #"{"to":"medium"}"# : #"{"to":"large"}"#)
+                received += try healthy.next(1).count
+            }
+            #expect(received == 1500, "the reading presenter got every event")
+            // The stalled reader now drains: it must find the drop notice and the end of the stream.
+            _ = try stalled.readResponseHead()
+            let drained = SSEReader(stalled)
+            let got = try drained.next(2000)
+            #expect(drained.ended, "the stream was ended")
+            #expect(drained.comments.contains { $0.hasPrefix(": dropped") }, "a final comment says why")
+            let seqs = got.map(\.id)
+            #expect(seqs.count < 1500)
+            #expect(seqs == Array(2..<(2 + seqs.count)), "what it got before the drop is in order and without gaps")
+            #expect(server.stop() == 0)
+        }
+    }
+
+    @Test func shutdownEndsStreamsAndWaitersPromptly() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--shutdown-grace", "10s"])
+            let id = try Self.create(try server.client())
+            let stream = try Self.openStream(server, id)
+            let waiter = try server.client()
+            try waiter.sendRaw(Array("GET /sessions/\(id)/events?after=1&wait=30 HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            Thread.sleep(forTimeInterval: 0.3)
+            let started = Date()
+            kill(server.process.processIdentifier, SIGTERM)
+            _ = try stream.next(1)
+            #expect(stream.ended)
+            let answer = try? waiter.readResponse()
+            #expect(answer == nil || answer?.status == 503)
+            #expect(server.stop(timeout: 6) == 0)
+            #expect(Date().timeIntervalSince(started) < 5)
+        }
+    }
+}

@@ -1,0 +1,250 @@
+/*
+ * baseline: the ceiling sheetd is measured against (issue 8).
+ *
+ * A minimal libmicrohttpd 0.9.75 server in the SAME mode sheetd runs in:
+ *   MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, a pool of --threads,
+ *   a 16 KiB connection memory limit, a connection timeout.
+ * It reads every POST body fully (chunks accumulated, answer queued on the final call, so
+ * keep-alive holds exactly as in sheetd) and answers a fixed JSON body whose size is given
+ * on the command line. It implements NO sheet logic: any path answers.
+ *
+ *   POST /sessions      201, a session-shaped JSON with a fresh 22-char id ("detent":"large"),
+ *                       padded to --create-size bytes (default: --body-size)
+ *   GET  anything       200, fixed body of --get-size bytes (default: --body-size)
+ *   anything else       200, fixed body of --body-size bytes
+ *
+ * The create answer carries a unique id (a counter, base64url) only so that the benchmark
+ * harness can be tested end to end against this server before sheetd exists.
+ *
+ * Usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES
+ *                 [--get-size BYTES] [--create-size BYTES]
+ * Logs "baseline listening on http://HOST:PORT" on stderr; SIGINT/SIGTERM stop it.
+ *
+ * Build: cc -O2 -o baseline-server baseline.c $(pkg-config --cflags --libs libmicrohttpd) -lpthread
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+#define BODY_LIMIT (64 * 1024) /* sheetd refuses bodies over 64 KiB (issue 3) */
+#define INLINE_BODY 256
+
+struct req {
+  size_t len;
+  size_t cap;
+  char *buf;             /* points at inline or at a heap block */
+  char inline_buf[INLINE_BODY];
+};
+
+static struct MHD_Response *resp_generic; /* POST (drag, gesture, ...) */
+static struct MHD_Response *resp_get;
+static struct MHD_Response *resp_413;
+static size_t create_size;
+static char *create_template; /* create answer; the id is written at create_id_off */
+static size_t create_id_off;
+static atomic_uint_fast64_t create_counter;
+
+static const char CT[] = "application/json; charset=utf-8";
+
+/* A JSON text of exactly `size` bytes (or the smallest possible when size is smaller):
+ * prefix + "\"pad\":\"xxx…\"}". */
+static char *padded_json(const char *prefix, size_t size, size_t *out_len) {
+  const char *pad_open = "\"pad\":\"";
+  const char *pad_close = "\"}";
+  size_t fixed = strlen(prefix) + strlen(pad_open) + strlen(pad_close);
+  size_t n = size > fixed ? size - fixed : 0;
+  size_t total = fixed + n;
+  char *s = malloc(total + 1);
+  if (!s) { perror("malloc"); exit(1); }
+  char *p = s;
+  p = stpcpy(p, prefix);
+  p = stpcpy(p, pad_open);
+  memset(p, 'x', n);
+  p += n;
+  p = stpcpy(p, pad_close);
+  *out_len = total;
+  return s;
+}
+
+static struct MHD_Response *fixed_response(const char *body, size_t len) {
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+  if (!r) { fprintf(stderr, "baseline: cannot create response\n"); exit(1); }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CT);
+  return r;
+}
+
+static void encode_id(uint64_t n, char out[22]) {
+  static const char alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  for (int i = 21; i >= 0; i--) {
+    out[i] = alphabet[n & 63];
+    n >>= 6;
+  }
+}
+
+static enum MHD_Result answer_create(struct MHD_Connection *c) {
+  char *body = malloc(create_size);
+  if (!body) return MHD_NO;
+  memcpy(body, create_template, create_size);
+  encode_id(atomic_fetch_add_explicit(&create_counter, 1, memory_order_relaxed) + 1,
+            body + create_id_off);
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(create_size, body, MHD_RESPMEM_MUST_FREE);
+  if (!r) { free(body); return MHD_NO; }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CT);
+  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_CREATED, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version,
+                               const char *upload_data, size_t *upload_data_size,
+                               void **con_cls) {
+  (void)cls;
+  (void)version;
+  struct req *r = *con_cls;
+  if (r == NULL) {
+    /* First call: headers only. Only early refusals may answer here (it closes the
+     * connection); everything else waits for the body so keep-alive holds. */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > BODY_LIMIT)
+      return MHD_queue_response(c, 413 /* Content Too Large */, resp_413);
+    r = malloc(sizeof *r);
+    if (!r) return MHD_NO;
+    r->len = 0;
+    r->cap = INLINE_BODY;
+    r->buf = r->inline_buf;
+    *con_cls = r;
+    return MHD_YES;
+  }
+  if (*upload_data_size != 0) {
+    size_t n = *upload_data_size;
+    if (r->len + n > BODY_LIMIT) return MHD_NO; /* chunked body past the limit */
+    if (r->len + n > r->cap) {
+      size_t cap = r->cap * 2;
+      while (cap < r->len + n) cap *= 2;
+      char *nb = malloc(cap);
+      if (!nb) return MHD_NO;
+      memcpy(nb, r->buf, r->len);
+      if (r->buf != r->inline_buf) free(r->buf);
+      r->buf = nb;
+      r->cap = cap;
+    }
+    memcpy(r->buf + r->len, upload_data, n);
+    r->len += n;
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  /* Final call: the whole body is in r->buf (unused: there is no sheet logic here). */
+  if (strcmp(method, MHD_HTTP_METHOD_POST) == 0 && strcmp(url, "/sessions") == 0)
+    return answer_create(c);
+  if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
+    return MHD_queue_response(c, MHD_HTTP_OK, resp_get);
+  return MHD_queue_response(c, MHD_HTTP_OK, resp_generic);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe) {
+  (void)cls;
+  (void)c;
+  (void)toe;
+  struct req *r = *con_cls;
+  if (r) {
+    if (r->buf != r->inline_buf) free(r->buf);
+    free(r);
+    *con_cls = NULL;
+  }
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES\n"
+          "                [--get-size BYTES] [--create-size BYTES]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  const char *host = "127.0.0.1";
+  long port = -1, threads = 2, body_size = -1, get_size = -1, csize = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (i + 1 >= argc) usage();
+    const char *v = argv[++i];
+    if (!strcmp(a, "--host")) host = v;
+    else if (!strcmp(a, "--port")) port = strtol(v, NULL, 10);
+    else if (!strcmp(a, "--threads")) threads = strtol(v, NULL, 10);
+    else if (!strcmp(a, "--body-size")) body_size = strtol(v, NULL, 10);
+    else if (!strcmp(a, "--get-size")) get_size = strtol(v, NULL, 10);
+    else if (!strcmp(a, "--create-size")) csize = strtol(v, NULL, 10);
+    else usage();
+  }
+  if (port < 0 || port > 65535 || threads < 1 || body_size < 0) usage();
+  if (get_size < 0) get_size = body_size;
+  if (csize < 0) csize = body_size;
+
+  size_t len;
+  char *generic = padded_json(
+      "{\"session\":{\"id\":\"AAAAAAAAAAAAAAAAAAAAAA\",\"detent\":\"large\"},\"events\":[],", (size_t)body_size, &len);
+  resp_generic = fixed_response(generic, len);
+  char *get = padded_json("{\"id\":\"AAAAAAAAAAAAAAAAAAAAAA\",\"detent\":\"large\",", (size_t)get_size, &len);
+  resp_get = fixed_response(get, len);
+  static const char too_large[] =
+      "{\"error\":{\"code\":\"payload_too_large\",\"message\":\"The body is over 64 KiB.\"}}";
+  resp_413 = fixed_response(too_large, sizeof too_large - 1);
+  const char *cprefix = "{\"id\":\"AAAAAAAAAAAAAAAAAAAAAA\",\"version\":1,\"phase\":\"presented\",\"detent\":\"large\",";
+  create_template = padded_json(cprefix, (size_t)csize, &create_size);
+  create_id_off = strlen("{\"id\":\"");
+
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+    fprintf(stderr, "baseline: --host must be an IPv4 address\n");
+    return 2;
+  }
+
+  /* Block the stop signals before libmicrohttpd starts its threads; wait for them below. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+  struct MHD_Daemon *d = MHD_start_daemon(
+      MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+      0, NULL, NULL, &handler, NULL,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
+      MHD_OPTION_NOTIFY_COMPLETED, &completed, NULL,
+      MHD_OPTION_END);
+  if (!d) {
+    fprintf(stderr, "baseline: MHD_start_daemon failed (port %ld): %s\n", port, strerror(errno));
+    return 1;
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+  fprintf(stderr, "baseline listening on http://%s:%u (threads %ld, body %ld, get %ld, create %zu bytes)\n",
+          host, info ? (unsigned)info->port : (unsigned)port, threads, body_size, get_size,
+          create_size);
+  fflush(stderr);
+
+  int sig;
+  sigwait(&sigs, &sig);
+  MHD_stop_daemon(d);
+  return 0;
+}

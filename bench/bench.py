@@ -1,0 +1,771 @@
+#!/usr/bin/env python3
+"""sheetd benchmark (issue 8): sheetd against a bare libmicrohttpd baseline, A B A B.
+
+Run through bench/run (which builds both binaries); configuration comes from the environment:
+
+  BENCH_SECONDS=6         length of each measured wrk run
+  BENCH_ROUNDS=5          A B rounds per workload (medians over rounds; more, shorter rounds
+                          pair A and B better when other jobs come and go on the machine)
+  BENCH_WARMUP=2          seconds of unmeasured warm-up per server and workload
+  BENCH_THREADS=2         server threads: sheetd --threads and the baseline's pool
+  BENCH_CONNECTIONS=64    connections of the "c64" workloads (wrk -t2)
+  BENCH_SESSIONS=10000    pre-created sessions the drag/get/gesture workloads spread over
+  BENCH_WORKLOADS=drag-c1,drag-c64,gesture-c64,get-c64,create-c64   (subset allowed)
+  BENCH_MEMORY=1          run the memory phase (0: skip)
+  BENCH_MEMORY_SESSIONS=100000,1000000   session counts at which RSS is read
+  BENCH_DURABLE=auto      durable (--data-dir) vs --memory drag comparison: auto = when
+                          `sheetd --help` mentions --data-dir; 1 = always; 0 = never
+  BENCH_LOG_LEVEL=        value for sheetd --log-level (default: the quietest level its --help
+                          names, when it has the flag)
+  BENCH_SHEETD_ARGS=      extra sheetd arguments (split on spaces)
+  BENCH_MAX_SESSIONS=10000000   --max-sessions of the sheetd that serves the workloads
+  BENCH_SELFTEST=1        no sheetd: the baseline plays both sides (tests the harness)
+  BENCH_RESULTS=bench/RESULTS.md
+
+Every figure comes from wrk (a done() callback prints percentiles incl. p99.9) and from
+/proc/PID/stat (server CPU) and /proc/PID/status (VmRSS).
+"""
+import datetime
+import http.client
+import json
+import os
+import re
+import resource
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+LUA = os.path.join(HERE, "lua")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def env_int(name, default):
+    v = os.environ.get(name, "")
+    return int(v) if v.strip() else default
+
+
+SECONDS = env_int("BENCH_SECONDS", 6)
+ROUNDS = env_int("BENCH_ROUNDS", 5)
+WARMUP = env_int("BENCH_WARMUP", 2)
+THREADS = env_int("BENCH_THREADS", 2)
+CONNS = env_int("BENCH_CONNECTIONS", 64)
+NSESSIONS = env_int("BENCH_SESSIONS", 10000)
+MAX_SESSIONS = env_int("BENCH_MAX_SESSIONS", 10_000_000)
+SELFTEST = os.environ.get("BENCH_SELFTEST", "0") == "1"
+DURABLE = os.environ.get("BENCH_DURABLE", "auto").strip().lower() or "auto"
+RUN_MEMORY = os.environ.get("BENCH_MEMORY", "1") != "0"
+MEMORY_COUNTS = [int(x) for x in os.environ.get("BENCH_MEMORY_SESSIONS", "100000,1000000").split(",") if x.strip()]
+RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "RESULTS.md"))
+SHEETD = os.environ.get("BENCH_SHEETD", os.path.join(ROOT, ".build", "release", "sheetd"))
+BASELINE = os.environ.get("BENCH_BASELINE", os.path.join(HERE, "baseline-server"))
+SELFTEST_SIZES = (env_int("BENCH_BODY_SIZE", 480), env_int("BENCH_GET_SIZE", 390), env_int("BENCH_CREATE_SIZE", 390))
+
+ALL_WORKLOADS = {
+    # name: (script, connections, wrk threads, stateful, description)
+    "drag-c1": ("drag.lua", 1, 1, True, "POST /sessions/{id}/drag {\"to\"} alternating medium/large, 1 connection"),
+    "drag-c64": ("drag.lua", CONNS, 2, True, f"POST /sessions/{{id}}/drag {{\"to\"}} alternating medium/large, {CONNS} connections"),
+    "gesture-c64": ("gesture.lua", CONNS, 2, True, f"POST /sessions/{{id}}/drag {{\"translation\":±400,\"velocity\":0}}, {CONNS} connections"),
+    "get-c64": ("get.lua", CONNS, 2, False, f"GET /sessions/{{id}}, {CONNS} connections"),
+    "create-c64": ("create.lua", CONNS, 2, False, f"POST /sessions {{\"detents\":[\"medium\",\"large\"]}}, {CONNS} connections"),
+}
+WORKLOADS = [w.strip() for w in os.environ.get("BENCH_WORKLOADS", ",".join(ALL_WORKLOADS)).split(",") if w.strip()]
+for w in WORKLOADS:
+    if w not in ALL_WORKLOADS:
+        sys.exit(f"bench: unknown workload {w!r} (known: {', '.join(ALL_WORKLOADS)})")
+
+CREATE_BODY = b'{"detents":["medium","large"]}'
+ID_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")
+commands = []  # every server and wrk command line, for RESULTS.md
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Servers
+class Server:
+    def __init__(self, name, argv, cwd=None):
+        self.name, self.argv, self.cwd = name, argv, cwd
+        self.proc = None
+        self.port = None
+        self.logpath = os.path.join(OUT, f"{name}.stderr.log")
+        self.first_lines = ""
+
+    def start(self, timeout=60):
+        commands.append(f"{self.name}: {shlex.join(self.argv)}")
+        self.logf = open(self.logpath, "ab")
+        self.logf.truncate(0)
+        self.proc = subprocess.Popen(self.argv, stdout=self.logf, stderr=self.logf,
+                                     stdin=subprocess.DEVNULL, cwd=self.cwd)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.logpath, "rb") as f:
+                head = f.read(65536).decode("utf-8", "replace")
+            m = re.search(r"listening on https?://[^\s:/]+:(\d+)", head)
+            if m:
+                self.port = int(m.group(1))
+                self.first_lines = head[: m.end()]
+                return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before listening:\n{head[-2000:]}")
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not log 'listening on http://HOST:PORT' within {timeout}s")
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def check_alive(self):
+        if not self.alive():
+            raise RuntimeError(f"{self.name} died (exit {self.proc.returncode}); stderr tail:\n{self.tail()}")
+
+    def tail(self, n=4000):
+        try:
+            with open(self.logpath, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.logpath) - n))
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def trim_log(self, limit=64 << 20):
+        # A request log on stderr would fill the disk over a run: keep it bounded (the file is
+        # opened O_APPEND, so the server keeps writing at the new end).
+        try:
+            if os.path.getsize(self.logpath) > limit:
+                os.truncate(self.logpath, 0)
+        except OSError:
+            pass
+
+    def log_bytes(self):
+        try:
+            return os.path.getsize(self.logpath)
+        except OSError:
+            return 0
+
+    def cpu_ticks(self):
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                log(f"bench: {self.name} ignored SIGTERM for 20 s; killing it")
+                self.proc.kill()
+                self.proc.wait()
+        if getattr(self, "logf", None):
+            self.logf.close()
+            self.logf = None
+
+
+def sheetd_help():
+    try:
+        p = subprocess.run([SHEETD, "--help"], capture_output=True, text=True, timeout=20)
+        return p.stdout + p.stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def quiet_level(help_text):
+    if os.environ.get("BENCH_LOG_LEVEL"):
+        return os.environ["BENCH_LOG_LEVEL"]
+    if "--log-level" not in help_text:
+        return None
+    # The quietest level the help names, from the usual vocabularies, looking only at the
+    # option's own description (its line and the indented lines up to the next option).
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if "--log-level" in line)
+    own = [lines[start][lines[start].index("--log-level"):]]
+    for line in lines[start + 1:]:
+        if not line.strip() or line.lstrip().startswith("-"):
+            break
+        own.append(line)
+    around = " ".join(own).lower()
+    for level in ("none", "off", "silent", "critical", "error", "warning", "warn"):
+        if re.search(r"\b" + level + r"\b", around):
+            return level
+    return "error"
+
+
+def sheetd_argv(help_text, *, data_dir=None, max_sessions=MAX_SESSIONS):
+    argv = [SHEETD, "--host", "127.0.0.1", "--port", "0", "--threads", str(THREADS)]
+    if data_dir:
+        argv += ["--data-dir", data_dir]
+    elif "--memory" in help_text or not help_text:
+        argv += ["--memory"]
+    argv += ["--max-sessions", str(max_sessions)]
+    level = quiet_level(help_text)
+    if level:
+        argv += ["--log-level", level]
+    argv += shlex.split(os.environ.get("BENCH_SHEETD_ARGS", ""))
+    return argv
+
+
+def baseline_argv(sizes):
+    body, get, create = sizes
+    return [BASELINE, "--host", "127.0.0.1", "--port", "0", "--threads", str(THREADS),
+            "--body-size", str(body), "--get-size", str(get), "--create-size", str(create)]
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP helpers (stdlib, keep-alive)
+def request(conn, method, path, body=None):
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    conn.request(method, path, body=body, headers=headers)
+    r = conn.getresponse()
+    data = r.read()
+    return r.status, data, r
+
+
+def create_sessions(server, count, workers=8):
+    """POST /sessions `count` times over `workers` keep-alive connections; returns [(id, detent)]."""
+    results = [None] * count
+    errors = []
+
+    def work(k):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            for i in range(k, count, workers):
+                status, data, _ = request(conn, "POST", "/sessions", CREATE_BODY)
+                if status != 201:
+                    errors.append(f"POST /sessions -> {status}: {data[:200]!r}")
+                    return
+                doc = json.loads(data)
+                sid = doc.get("id")
+                if not isinstance(sid, str) or not ID_RE.match(sid):
+                    errors.append(f"POST /sessions answered no 22-char base64url id: {data[:200]!r}")
+                    return
+                results[i] = (sid, doc.get("detent") or "large")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"POST /sessions failed: {e!r}")
+        finally:
+            conn.close()
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(workers)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise RuntimeError(f"creating sessions on {server.name}: {errors[0]}")
+    ids = [r[0] for r in results]
+    if len(set(ids)) != len(ids):
+        raise RuntimeError(f"{server.name} gave duplicate session ids")
+    return results
+
+
+def write_sessions(path, sessions):
+    with open(path, "w") as f:
+        for sid, detent in sessions:
+            f.write(f"{sid} {detent}\n")
+
+
+def probe_sizes(server):
+    """Sizes of sheetd's real answers, for the baseline: (drag, get, create), plus samples."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    s, create, _ = request(conn, "POST", "/sessions", CREATE_BODY)
+    if s != 201:
+        raise RuntimeError(f"probe: POST /sessions -> {s}: {create[:300]!r}")
+    doc = json.loads(create)
+    sid, detent = doc["id"], doc.get("detent")
+    if detent != "large" and not SELFTEST:
+        raise RuntimeError(f"probe: a new session with detents medium,large rests at {detent!r}, the harness expects 'large'")
+    s, get, _ = request(conn, "GET", f"/sessions/{sid}")
+    if s != 200:
+        raise RuntimeError(f"probe: GET /sessions/{{id}} -> {s}: {get[:300]!r}")
+    s, drag, _ = request(conn, "POST", f"/sessions/{sid}/drag", b'{"to":"medium"}')
+    if s != 200:
+        raise RuntimeError(f"probe: drag to medium -> {s}: {drag[:300]!r}")
+    d = json.loads(drag)
+    if not SELFTEST and (d.get("session", {}).get("detent") != "medium" or not d.get("events")):
+        raise RuntimeError(f"probe: drag to medium did not move the sheet: {drag[:300]!r}")
+    s, drag_back, _ = request(conn, "POST", f"/sessions/{sid}/drag", b'{"to":"large"}')
+    s2, gesture, _ = request(conn, "POST", f"/sessions/{sid}/drag", b'{"translation":400,"velocity":0}')
+    s3, gesture_back, _ = request(conn, "POST", f"/sessions/{sid}/drag", b'{"translation":-400,"velocity":0}')
+    gesture_ok = s2 == 200 and s3 == 200 and json.loads(gesture).get("session", {}).get("detent") == "medium" \
+        and json.loads(gesture_back).get("session", {}).get("detent") == "large"
+    conn.close()
+    return {
+        "drag": len(drag), "get": len(get), "create": len(create),
+        "gesture": len(gesture) if s2 == 200 else None, "gesture_ok": gesture_ok,
+        "gesture_answers": f"{s2} {gesture[:300]!r} / {s3} {gesture_back[:300]!r}",
+        "sample_drag": drag.decode("utf-8", "replace"),
+    }
+
+
+def check_states(server, path, sample=300):
+    """GET a sample of sessions and compare with where the scripts think they rest."""
+    with open(path) as f:
+        rows = [line.split() for line in f if line.strip()]
+    step = max(1, len(rows) // sample)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    bad = []
+    for sid, detent in rows[::step][:sample]:
+        s, data, _ = request(conn, "GET", f"/sessions/{sid}")
+        doc = json.loads(data) if s == 200 else {}
+        if s != 200 or doc.get("detent") != detent or doc.get("phase") != "presented":
+            bad.append(f"{sid}: expected {detent}/presented, got {s} {doc.get('detent')}/{doc.get('phase')}")
+    conn.close()
+    return len(rows[::step][:sample]), bad
+
+
+# ---------------------------------------------------------------------------------------------
+# wrk
+def machine_busy_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)  # user nice system irq softirq steal
+
+
+def children_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
+    cmd = ["wrk", f"-t{wrk_threads}", f"-c{conns}", f"-d{seconds}s", "--latency", "--timeout", "10s",
+           "-s", os.path.join(LUA, script), server.url, "--", *[str(a) for a in args]]
+    if record:
+        commands.append("wrk: " + shlex.join(cmd))
+    server.trim_log()
+    log0 = server.log_bytes()
+    m0, w0, c0 = machine_busy_ticks(), children_cpu_s(), server.cpu_ticks()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    c1, w1, m1 = server.cpu_ticks(), children_cpu_s(), machine_busy_ticks()
+    server.check_alive()
+    m = re.search(r"^BENCH_RESULT (\{.*\})$", p.stdout, re.M)
+    if p.returncode != 0 or not m:
+        raise RuntimeError(f"wrk failed ({p.returncode}): {shlex.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    r = json.loads(m.group(1))
+    secs = r["duration_us"] / 1e6
+    reqs = max(1, r["requests"])
+    e = r["errors"]
+    r["rps"] = r["requests"] / secs
+    r["cpu_s"] = (c1 - c0) / CLK_TCK
+    r["cpu_us_per_req"] = r["cpu_s"] * 1e6 / reqs
+    r["cpu_cores"] = r["cpu_s"] / secs
+    r["wrk_cores"] = (w1 - w0) / secs
+    # CPU the rest of the machine used meanwhile (other jobs): when it is not ~0 the round
+    # competed for the cores and its figures say less.
+    r["other_cores"] = max(0.0, (m1 - m0) / CLK_TCK - r["cpu_s"] - (w1 - w0)) / secs
+    r["error_count"] = e["connect"] + e["read"] + e["write"] + e["status"] + e["timeout"]
+    r["stderr_bytes_per_req"] = max(0, server.log_bytes() - log0) / reqs
+    if p.stderr.strip():
+        r["wrk_stderr"] = p.stderr.strip()[:500]
+    return r
+
+
+def fill(server, total, marker_dir, timeout=600):
+    """Create exactly `total` sessions (wrk -t2 -c64 with fill.lua); returns wrk's result."""
+    shutil.rmtree(marker_dir, ignore_errors=True)
+    os.makedirs(marker_dir)
+    wrk_threads = 2
+    per = total // wrk_threads
+    cmd = ["wrk", f"-t{wrk_threads}", "-c64", f"-d{timeout}s", "--timeout", "10s",
+           "-s", os.path.join(LUA, "fill.lua"), server.url, "--", str(per), marker_dir]
+    commands.append("wrk: " + shlex.join(cmd))
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while p.poll() is None:
+        if len(os.listdir(marker_dir)) >= wrk_threads:
+            break
+        server.check_alive()
+        time.sleep(0.05)
+    elapsed = time.monotonic() - t0
+    if p.poll() is None:
+        p.send_signal(signal.SIGINT)
+    out, err = p.communicate()
+    m = re.search(r"^BENCH_RESULT (\{.*\})$", out, re.M)
+    r = json.loads(m.group(1)) if m else {"errors": {}, "requests": 0}
+    r["created"] = per * wrk_threads if len(os.listdir(marker_dir)) >= wrk_threads else None
+    r["seconds"] = elapsed
+    r["error_count"] = sum(r.get("errors", {}).values())
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def machine():
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=60).stdout.strip()
+        except Exception:  # noqa: BLE001
+            return "?"
+    model = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = "?"
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return {
+        "nproc": sh("nproc"),
+        "cpu": model,
+        "memory": mem,
+        "kernel": sh("uname -sr"),
+        "os": sh(". /etc/os-release 2>/dev/null && echo \"$PRETTY_NAME\""),
+        "libmicrohttpd": sh("pkg-config --modversion libmicrohttpd"),
+        "swift": sh("swift --version 2>&1 | head -1") if not SELFTEST else "(not used: self-test)",
+        "wrk": sh("wrk -v 2>&1 | head -1"),
+        "commit": sh(f"git -C {shlex.quote(ROOT)} rev-parse --short HEAD") + (" (dirty)" if sh(f"git -C {shlex.quote(ROOT)} status --porcelain -- . ':!bench/RESULTS.md'") else ""),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
+
+
+def fmt_rps(x):
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def fmt_us(x):
+    if x is None:
+        return "-"
+    return f"{x / 1000:.2f} ms" if x >= 1000 else f"{x:.0f} µs"
+
+
+def fmt_ratio(x):
+    return "-" if x is None else f"{x:.2f}×"
+
+
+# ---------------------------------------------------------------------------------------------
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    started = time.monotonic()
+    a_label = "sheetd" if not SELFTEST else "sheetd (stand-in: baseline)"
+    servers = []
+    results = {"workloads": {}, "memory": None, "durable": None, "notes": [], "skipped": {}}
+    help_text = "" if SELFTEST else sheetd_help()
+    try:
+        # --- A: sheetd (or the baseline standing in for it) -----------------------------------
+        if SELFTEST:
+            a = Server("sheetd", baseline_argv(SELFTEST_SIZES)).start()
+        else:
+            argv = sheetd_argv(help_text)
+            try:
+                a = Server("sheetd", argv).start()
+            except RuntimeError as e:
+                if "--log-level" not in argv:
+                    raise
+                # the guessed level was refused: run with sheetd's default logging instead
+                i = argv.index("--log-level")
+                results["notes"].append(f"sheetd refused --log-level {argv[i + 1]} ({str(e)[-200:]}); ran with its default logging")
+                os.environ["BENCH_LOG_LEVEL"] = ""
+                help_text = help_text.replace("--log-level", "--log_level_refused")
+                a = Server("sheetd", sheetd_argv(help_text)).start()
+        servers.append(a)
+        log(f"bench: {a_label} listening on {a.url}")
+        sizes = probe_sizes(a)
+        results["sizes"] = sizes
+        log(f"bench: answer sizes: drag {sizes['drag']} B, GET {sizes['get']} B, create {sizes['create']} B, gesture {sizes['gesture']} B")
+
+        # --- B: the baseline, answering bodies of sheetd's sizes ------------------------------
+        b = Server("baseline", baseline_argv((sizes["drag"], sizes["get"], sizes["create"]))).start()
+        servers.append(b)
+        log(f"bench: baseline listening on {b.url}")
+
+        # --- sessions ---------------------------------------------------------------------
+        session_files = {}
+        for srv in (a, b):
+            t0 = time.monotonic()
+            sessions = create_sessions(srv, NSESSIONS)
+            path = os.path.join(OUT, f"sessions.{srv.name}.txt")
+            write_sessions(path, sessions)
+            session_files[srv.name] = path
+            log(f"bench: {NSESSIONS} sessions created on {srv.name} in {time.monotonic() - t0:.1f} s")
+        real_a = not SELFTEST  # the state check needs real sessions
+
+        durable_mode = DURABLE
+        durable_supported = "--data-dir" in help_text
+        run_durable = durable_mode in ("1", "yes", "true") or (durable_mode == "auto" and durable_supported)
+
+        def run_workload(name, servers_ab, labels, files, key):
+            script, conns, wrk_threads, stateful, desc = ALL_WORKLOADS[name]
+            rounds = []
+            log(f"bench: {key}: warm-up {WARMUP} s each")
+            for srv in servers_ab:
+                if WARMUP > 0:
+                    run_wrk(srv, script, conns, wrk_threads, WARMUP, [files[srv.name], wrk_threads], record=False)
+            for rnd in range(ROUNDS):
+                row = {}
+                for srv, label in zip(servers_ab, ("a", "b")):
+                    r = run_wrk(srv, script, conns, wrk_threads, SECONDS, [files[srv.name], wrk_threads], record=(rnd == 0))
+                    row[label] = r
+                    log(f"bench: {key} round {rnd + 1} {labels[label]}: {r['rps']:,.0f} req/s, p99 {fmt_us(r['latency_us']['p99'])}, "
+                        f"{r['cpu_us_per_req']:.1f} µs CPU/req, errors {r['error_count']}, other jobs {r['other_cores']:.2f} cores")
+                row["ratio_rps"] = row["a"]["rps"] / row["b"]["rps"] if row["b"]["rps"] else None
+                row["ratio_p99"] = row["a"]["latency_us"]["p99"] / row["b"]["latency_us"]["p99"] if row["b"]["latency_us"]["p99"] else None
+                row["ratio_cpu"] = row["a"]["cpu_us_per_req"] / row["b"]["cpu_us_per_req"] if row["b"]["cpu_us_per_req"] else None
+                rounds.append(row)
+            summary = {"description": desc, "labels": labels, "rounds": rounds}
+            for side in ("a", "b"):
+                rs = [row[side] for row in rounds]
+                summary[side] = {
+                    "rps": median(r["rps"] for r in rs),
+                    "p50": median(r["latency_us"]["p50"] for r in rs),
+                    "p99": median(r["latency_us"]["p99"] for r in rs),
+                    "p999": median(r["latency_us"]["p99.9"] for r in rs),
+                    "cpu_us_per_req": median(r["cpu_us_per_req"] for r in rs),
+                    "cpu_cores": median(r["cpu_cores"] for r in rs),
+                    "errors": sum(r["error_count"] for r in rs),
+                    "stderr_bytes_per_req": median(r["stderr_bytes_per_req"] for r in rs),
+                    "other_cores": median(r["other_cores"] for r in rs),
+                }
+            summary["ratio_rps"] = median(row["ratio_rps"] for row in rounds)
+            summary["ratio_p99"] = median(row["ratio_p99"] for row in rounds)
+            summary["ratio_cpu"] = median(row["ratio_cpu"] for row in rounds)
+            if stateful and real_a and servers_ab[0] is not b:
+                time.sleep(0.5)
+                checked, bad = check_states(servers_ab[0], files[servers_ab[0].name])
+                summary["state_check"] = {"checked": checked, "mismatches": len(bad), "examples": bad[:5]}
+                if bad:
+                    log(f"bench: {key}: {len(bad)} of {checked} sampled sessions are not where the drags left them: {bad[:3]}")
+            return summary
+
+        def run_durable_phase():
+            data_dir = os.path.join(OUT, "durable-data")
+            shutil.rmtree(data_dir, ignore_errors=True)
+            os.makedirs(data_dir)
+            if SELFTEST:
+                d = Server("sheetd-durable", baseline_argv(SELFTEST_SIZES)).start()
+            else:
+                d = Server("sheetd-durable", sheetd_argv(help_text, data_dir=data_dir)).start()
+            servers.append(d)
+            t0 = time.monotonic()
+            sessions = create_sessions(d, NSESSIONS)
+            path = os.path.join(OUT, f"sessions.{d.name}.txt")
+            write_sessions(path, sessions)
+            log(f"bench: {NSESSIONS} sessions created on {d.name} in {time.monotonic() - t0:.1f} s")
+            files = dict(session_files)
+            files[d.name] = path
+            results["durable"] = run_workload("drag-c64", (d, a), {"a": "sheetd --data-dir", "b": "sheetd --memory"}, files, "durable drag-c64")
+            d.stop()
+            servers.remove(d)
+
+        durable_done = not run_durable
+        for name in WORKLOADS:
+            if name == "create-c64" and not durable_done:
+                # before create-c64, which grows the in-memory store the comparison runs against
+                run_durable_phase()
+                durable_done = True
+            if name == "gesture-c64" and not SELFTEST and not sizes["gesture_ok"]:
+                # A gesture that does not settle as issue 5 says could close sessions (dismissed:
+                # every later drag on them would be a 409), so it is not run at all.
+                results["skipped"]["gesture-c64"] = "the probe gesture (+400 from large, -400 from medium) did not answer 200 " \
+                    "with medium then large: " + sizes["gesture_answers"]
+                log("bench: gesture-c64 skipped: " + results["skipped"]["gesture-c64"])
+                continue
+            results["workloads"][name] = run_workload(name, (a, b), {"a": a_label, "b": "baseline"}, session_files, name)
+        if not durable_done:
+            run_durable_phase()
+        if not run_durable and durable_mode == "auto":
+            results["notes"].append("durable comparison skipped: `sheetd --help` does not mention --data-dir (BENCH_DURABLE=1 forces it)")
+
+        for srv in list(servers):
+            srv.stop()
+            servers.remove(srv)
+
+        # --- memory ---------------------------------------------------------------------
+        if RUN_MEMORY and MEMORY_COUNTS:
+            if SELFTEST:
+                m = Server("sheetd-memory", baseline_argv(SELFTEST_SIZES)).start()
+            else:
+                m = Server("sheetd-memory", sheetd_argv(help_text, max_sessions=max(2_000_000, max(MEMORY_COUNTS)))).start()
+            servers.append(m)
+            conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=30)
+            request(conn, "GET", "/healthz")
+            conn.close()
+            time.sleep(0.5)
+            mem = {"rss0": m.rss_bytes(), "points": []}
+            have = 0
+            for target in sorted(MEMORY_COUNTS):
+                fr = fill(m, target - have, os.path.join(OUT, "fill-markers"))
+                if fr["created"] is None:
+                    raise RuntimeError(f"memory phase: creating {target - have} sessions did not finish in time")
+                have += fr["created"]
+                time.sleep(1.0)
+                rss = m.rss_bytes()
+                mem["points"].append({"sessions": have, "rss": rss, "seconds": fr["seconds"],
+                                      "errors": fr["error_count"], "per_session": rss / have,
+                                      "marginal_per_session": (rss - mem["rss0"]) / have})
+                log(f"bench: memory: {have:,} sessions, VmRSS {rss / 2**20:.1f} MiB, {rss / have:.0f} B/session "
+                    f"({fr['seconds']:.1f} s to create, errors {fr['error_count']})")
+            results["memory"] = mem
+            m.stop()
+            servers.remove(m)
+    finally:
+        for srv in servers:
+            srv.stop()
+
+    results["elapsed_s"] = time.monotonic() - started
+    results["machine"] = machine()
+    results["commands"] = commands
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    text = report(results, a_label)
+    print(text)
+    with open(RESULTS, "w") as f:
+        f.write(text)
+    log(f"bench: wrote {os.path.relpath(RESULTS, ROOT)} and bench/out/results.json in {results['elapsed_s']:.0f} s")
+
+
+# ---------------------------------------------------------------------------------------------
+def report(res, a_label):
+    L = []
+    mach = res["machine"]
+    L.append("# sheetd benchmark (issue 8)\n")
+    if SELFTEST:
+        L.append("> **SELF-TEST**: sheetd was not used. The baseline played both sides to test the harness; "
+                 "every \"sheetd\" figure below is the baseline's. Run `make bench` for real figures.\n")
+    L.append("## Machine\n")
+    L.append("| | |\n|---|---|")
+    for k in ("date", "nproc", "cpu", "memory", "os", "kernel", "libmicrohttpd", "swift", "wrk", "commit"):
+        L.append(f"| {k} | {mach.get(k, '?')} |")
+    env_used = {k: v for k, v in os.environ.items() if k.startswith("BENCH_")}
+    cmd = "make bench" if not env_used else " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env_used.items())) + " make bench"
+    L.append("")
+    L.append(f"Command: `{cmd}` ({ROUNDS} rounds × {SECONDS} s per side and workload, {WARMUP} s warm-up, "
+             f"server threads {THREADS}, {NSESSIONS:,} pre-created sessions; total {res['elapsed_s'] / 60:.1f} min).")
+    sz = res.get("sizes", {})
+    L.append(f"The baseline answers bodies of sheetd's sizes: drag {sz.get('drag')} B (also used for gesture drags, "
+             f"whose answer is {sz.get('gesture')} B), GET {sz.get('get')} B, POST /sessions {sz.get('create')} B.\n")
+
+    L.append("## Throughput and latency (medians over rounds; ratio = sheetd ÷ baseline in the same round, median)\n")
+    L.append("| workload | side | req/s | p50 | p99 | p99.9 | CPU µs/req | CPU cores | errors | req/s ratio | p99 ratio | CPU ratio |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sections = list(res["workloads"].items())
+    if res.get("durable"):
+        sections.append(("durable drag-c64", res["durable"]))
+    for name, w in sections:
+        for side in ("a", "b"):
+            s = w[side]
+            ratio = (fmt_ratio(w["ratio_rps"]), fmt_ratio(w["ratio_p99"]), fmt_ratio(w["ratio_cpu"])) if side == "a" else ("", "", "")
+            L.append(f"| {name if side == 'a' else ''} | {w['labels'][side]} | {fmt_rps(s['rps'])} | {fmt_us(s['p50'])} | "
+                     f"{fmt_us(s['p99'])} | {fmt_us(s['p999'])} | {s['cpu_us_per_req']:.1f} | {s['cpu_cores']:.2f} | {s['errors']} | "
+                     f"{ratio[0]} | {ratio[1]} | {ratio[2]} |")
+    L.append("")
+    for name, w in sections:
+        L.append(f"- **{name}**: {w['description']}.")
+        sc = w.get("state_check")
+        if sc:
+            L.append(f"  State check after the runs: {sc['checked']} sampled sessions, {sc['mismatches']} not where the drags left them"
+                     + (f" (e.g. {sc['examples'][0]})" if sc["examples"] else "") + ".")
+        logb = w["a"].get("stderr_bytes_per_req")
+        if logb:
+            L.append(f"  {w['labels']['a']} wrote {logb:.0f} bytes of stderr per request.")
+    L.append("")
+
+    busy = median(r[side]["other_cores"] for _, w in sections for r in w["rounds"] for side in ("a", "b"))
+    if busy is not None:
+        L.append(f"Other jobs on the machine used {busy:.2f} cores (median over runs) while wrk ran"
+                 + (": the machine was shared, so single rounds are noisy; trust the medians and the CPU per request more than any one round."
+                    if busy > 0.1 else "."))
+        L.append("")
+    L.append("### Rounds\n")
+    L.append("| workload | round | A req/s | B req/s | ratio | A p99 | B p99 | A p99.9 | B p99.9 | A µs/req | B µs/req | errors A/B | other jobs (cores) A/B |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for name, w in sections:
+        for i, row in enumerate(w["rounds"]):
+            A, B = row["a"], row["b"]
+            L.append(f"| {name} | {i + 1} | {fmt_rps(A['rps'])} | {fmt_rps(B['rps'])} | {fmt_ratio(row['ratio_rps'])} | "
+                     f"{fmt_us(A['latency_us']['p99'])} | {fmt_us(B['latency_us']['p99'])} | {fmt_us(A['latency_us']['p99.9'])} | "
+                     f"{fmt_us(B['latency_us']['p99.9'])} | {A['cpu_us_per_req']:.1f} | {B['cpu_us_per_req']:.1f} | "
+                     f"{A['error_count']}/{B['error_count']} | {A['other_cores']:.2f}/{B['other_cores']:.2f} |")
+    L.append("")
+
+    mem = res.get("memory")
+    if mem:
+        L.append("## Memory (a fresh sheetd, idle sessions created with POST /sessions)\n")
+        L.append(f"VmRSS before: {mem['rss0'] / 2**20:.1f} MiB.\n")
+        L.append("| sessions | VmRSS | bytes/session (RSS ÷ sessions) | bytes/session (growth ÷ sessions) | time to create | errors |")
+        L.append("|---:|---:|---:|---:|---:|---:|")
+        for p in mem["points"]:
+            L.append(f"| {p['sessions']:,} | {p['rss'] / 2**20:.1f} MiB | {p['per_session']:.0f} | {p['marginal_per_session']:.0f} | "
+                     f"{p['seconds']:.1f} s | {p['errors']} |")
+        L.append("")
+
+    # Targets
+    L.append("## Targets\n")
+    targets = []
+    d64 = res["workloads"].get("drag-c64")
+    if d64:
+        r = d64["ratio_rps"]
+        targets.append(("drag at 64 connections ≥ 0.5 × baseline req/s", r is not None and r >= 0.5,
+                        f"{fmt_ratio(r)} ({fmt_rps(d64['a']['rps'])} vs {fmt_rps(d64['b']['rps'])} req/s)"))
+        r = d64["ratio_p99"]
+        targets.append(("p99 at 64 connections ≤ 2 × baseline's", r is not None and r <= 2.0,
+                        f"{fmt_ratio(r)} ({fmt_us(d64['a']['p99'])} vs {fmt_us(d64['b']['p99'])})"))
+    if mem and mem["points"]:
+        p = mem["points"][-1]
+        targets.append((f"≤ 1 KiB RSS per idle session at {p['sessions']:,} sessions", p["per_session"] <= 1024,
+                        f"{p['per_session']:.0f} B/session ({p['rss'] / 2**20:.1f} MiB)"))
+    errs = sum(w["a"]["errors"] + w["b"]["errors"] for _, w in sections)
+    errs += sum(p["errors"] for p in (mem["points"] if mem else []))
+    mism = sum(w.get("state_check", {}).get("mismatches", 0) for _, w in sections)
+    targets.append(("no errors / non-2xx in any workload", errs == 0 and mism == 0,
+                    f"{errs} errors (socket errors, timeouts, status ≥ 400)" + (f"; {mism} sessions off their expected detent" if mism else "")))
+    for name, why in res.get("skipped", {}).items():
+        targets.append((f"workload {name} runs", False, "skipped: " + why))
+    if res.get("durable"):
+        r = res["durable"]["ratio_rps"]
+        targets.append(("durable drag ≥ 0.5 × in-memory req/s at 64 connections", r is not None and r >= 0.5, fmt_ratio(r)))
+    L.append("| target | | measured |")
+    L.append("|---|---|---|")
+    for t, ok, m in targets:
+        m = m.replace("|", "\\|").replace("\n", " ")
+        L.append(f"| {t} | {'**met**' if ok else '**NOT MET**'} | {m} |")
+    L.append("")
+    for note in res.get("notes", []):
+        L.append(f"- Note: {note}")
+    if sz.get("sample_drag"):
+        L.append("\nA drag answer as measured (its length sizes the baseline's body):\n")
+        L.append("```json\n" + sz["sample_drag"][:2000] + "\n```")
+    L.append("\n## Commands\n")
+    L.append("```")
+    L.extend(res["commands"])
+    L.append("```")
+    L.append("\nMethod: wrk with Lua scripts in bench/lua (percentiles from a done() callback); server CPU = utime+stime "
+             "from /proc/PID/stat before and after each run ÷ requests completed; RSS = VmRSS from /proc/PID/status. "
+             "Client and servers share the machine's cores.")
+    return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except RuntimeError as e:
+        log(f"bench: FAILED: {e}")
+        sys.exit(1)
