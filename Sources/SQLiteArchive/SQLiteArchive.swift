@@ -34,8 +34,18 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         public var synchronous = Synchronous.normal
         /// How long a write waits for a lock held by another connection (a backup, say).
         public var busyTimeoutMilliseconds: Int32 = 5000
+        /// SQLite's page cache, in KiB.
+        public var cacheKiB = 65_536
+        /// How much of the file reads may map instead of copying (`PRAGMA mmap_size`).
+        public var mmapBytes = 1 << 30
+        /// WAL pages after which a commit copies them back into the main file.
+        public var checkpointPages = 10_000
         /// How often the writer gives freed pages back to the file system (incremental vacuum).
         public var vacuumInterval: Duration = .seconds(10)
+        /// Free pages kept for the log to grow into instead of extending the file.
+        public var freePagesKept: Int64 = 1024
+        /// Log rows one compaction step scans: a step runs between two groups, so it is kept short.
+        public var compactionBudget = 512
         /// Reports a commit that failed; must not return.
         public var commitFailed: @Sendable (String) -> Never = { message in
             var line = "sheetd: " + message + "\n"
@@ -70,6 +80,13 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     private var statements: Statements?
     private let encoder = JSONEncoder()
     private var lastVacuum = ContinuousClock.now
+    /// Each live session's ordinal (how the log names it) and, by ordinal, its newest seq, so
+    /// compaction can tell retained rows from dropped ones with integer lookups.
+    private var ordinals: [SessionID: UInt64] = [:]
+    private var newestSeq: [UInt64: UInt64] = [:]
+    /// Log rows owed to compaction (two per appended row); and where its scan resumes.
+    private var compactionOwed = 0
+    private var compactionCursor: Int64 = 0
 
     // MARK: Opening
 
@@ -158,6 +175,11 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             let mode = try database.texts("PRAGMA journal_mode = WAL")
             guard mode == ["wal"] else { throw ArchiveError("\(path) cannot use WAL mode (journal_mode is \(mode.first ?? "?"))") }
             try database.execute("PRAGMA synchronous = \(options.synchronous == .full ? "FULL" : "NORMAL")")
+            // Enough page cache for the hot b-tree pages, so a change rarely reads the file, and a
+            // longer WAL between checkpoints: a page changed many times is copied back once.
+            try database.execute("PRAGMA cache_size = -\(options.cacheKiB)")
+            try database.execute("PRAGMA mmap_size = \(options.mmapBytes)")
+            try database.execute("PRAGMA wal_autocheckpoint = \(options.checkpointPages)")
             try Self.migrate(database)
             self.database = database
             self.statements = try Statements(database)
@@ -260,7 +282,13 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             }
             if taken.stop { break }
             guard let commit = taken.commit else {
-                wake.wait()
+                // Idle. After a quiet spell, catch up on compaction; between groups under load the
+                // gaps are short, and compaction there would only delay the next group.
+                if compactionOwed > 0 {
+                    if wake.wait(timeout: .now() + .milliseconds(20)) == .timedOut { compact(budget: options.compactionBudget) }
+                } else {
+                    wake.wait()
+                }
                 continue
             }
             do {
@@ -270,8 +298,11 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             }
             commit.complete()
             batch.removeAll(keepingCapacity: true)
+            // Housekeeping runs between groups, in transactions of its own, after the answers.
+            if compactionOwed >= options.compactionBudget { compact(budget: options.compactionBudget) }
             vacuumIfDue()
         }
+        compact(budget: options.compactionBudget)
         // Closing the connection checkpoints the WAL into the main file.
         statements = nil
         database = nil
@@ -292,29 +323,24 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                     s.insertSession.bind(2, ordinal)
                     s.insertSession.bind(3, String(decoding: try encoder.encode(sheet.configuration), as: UTF8.self))
                     s.insertSession.bind(4, sheet.createdAt.millisecondsSince1970)
-                    bindState(s.insertSession, from: 5, ArchivedState(sheet))
-                    s.insertSession.bind(10, lastAccess)
+                    s.insertSession.bind(5, lastAccess)
                     try s.insertSession.run()
-                    for event in sheet.events { try insert(event, of: text, s) }
+                    let state = ArchivedState(sheet)
+                    for event in sheet.events { try append(event, state, of: ordinal, s) }
+                    ordinals[id] = ordinal
+                    newestSeq[ordinal] = sheet.version
                     highestOrdinal = max(highestOrdinal, ordinal)
-                case let .changed(id, state, events, lastAccess):
-                    let text = id.description
-                    bindState(s.updateSession, from: 1, state)
-                    s.updateSession.bind(6, lastAccess)
-                    s.updateSession.bind(7, text)
-                    try s.updateSession.run()
-                    for event in events { try insert(event, of: text, s) }
-                    if state.version > UInt64(Sheet.retainedEvents) {
-                        s.trimEvents.bind(1, text)
-                        s.trimEvents.bind(2, state.version - UInt64(Sheet.retainedEvents))
-                        try s.trimEvents.run()
-                    }
+                case let .changed(id, state, events, _):
+                    // Appended rows only: the event's time is the session's last access, and the
+                    // newest row's state is the session's state, so no session row is rewritten.
+                    guard let ordinal = ordinals[id] else { continue }   // deleted before this change committed
+                    for event in events { try append(event, state, of: ordinal, s) }
+                    newestSeq[ordinal] = state.version
                 case let .deleted(id):
-                    let text = id.description
-                    s.deleteEvents.bind(1, text)
-                    try s.deleteEvents.run()
-                    s.deleteSession.bind(1, text)
+                    // Its log rows are garbage from now on; compaction removes them.
+                    s.deleteSession.bind(1, id.description)
                     try s.deleteSession.run()
+                    if let ordinal = ordinals.removeValue(forKey: id) { newestSeq[ordinal] = nil }
                 case let .touched(id, lastAccess):
                     s.touchSession.bind(1, lastAccess)
                     s.touchSession.bind(2, id.description)
@@ -349,28 +375,64 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         }
     }
 
-    private func bindState(_ statement: SQLiteStatement, from first: Int32, _ state: ArchivedState) {
-        statement.bind(first, state.phase.rawValue)
-        statement.bind(first + 1, state.detent.description)
-        statement.bind(first + 2, state.presentation)
-        statement.bind(first + 3, state.dismissReason?.rawValue)
-        statement.bind(first + 4, state.version)
+    /// Appends one event row; `state` is the session's state after the change that recorded it.
+    private func append(_ event: SheetEvent, _ state: ArchivedState, of ordinal: UInt64, _ s: Statements) throws {
+        let statement = s.appendEvent
+        statement.bind(1, ordinal)
+        statement.bind(2, event.seq)
+        statement.bind(3, String(decoding: try encoder.encode(event), as: UTF8.self))
+        statement.bind(4, state.phase.rawValue)
+        statement.bind(5, state.detent.description)
+        statement.bind(6, state.presentation)
+        statement.bind(7, state.dismissReason?.rawValue)
+        try statement.run()
+        compactionOwed += 2
     }
 
-    private func insert(_ event: SheetEvent, of session: String, _ s: Statements) throws {
-        s.insertEvent.bind(1, session)
-        s.insertEvent.bind(2, event.seq)
-        s.insertEvent.bind(3, String(decoding: try encoder.encode(event), as: UTF8.self))
-        try s.insertEvent.run()
+    /// One step of the log's compaction: scans up to `budget` rows from where the last step
+    /// stopped (oldest first, wrapping at the end) and deletes those no one will read again —
+    /// rows of deleted sessions and rows older than their session's newest 256. Each appended row
+    /// owes two rows of scanning, so the pass keeps up with the appends and the log stays about
+    /// the size of what is retained. A failure here loses nothing: the rows are read past on load.
+    private func compact(budget: Int) {
+        guard let s = statements else { return }
+        compactionOwed = max(0, compactionOwed - budget)
+        do {
+            try s.begin.run()
+            s.scanLog.bind(1, compactionCursor)
+            s.scanLog.bind(2, budget)
+            var dead: [Int64] = []
+            var scanned = 0
+            var last = compactionCursor
+            while try s.scanLog.step() {
+                scanned += 1
+                last = s.scanLog.int64(0)
+                let seq = UInt64(bitPattern: s.scanLog.int64(2))
+                if let newest = newestSeq[UInt64(bitPattern: s.scanLog.int64(1))], seq + UInt64(Sheet.retainedEvents) > newest { continue }
+                dead.append(last)
+            }
+            s.scanLog.reset()
+            for row in dead {
+                s.deleteLogRow.bind(1, row)
+                try s.deleteLogRow.run()
+            }
+            try s.commit.run()
+            compactionCursor = scanned < budget ? 0 : last
+        } catch {
+            s.scanLog.reset()
+            try? s.rollback.run()
+        }
     }
 
     /// Gives free pages back now and then, so the file does not keep the size of its busiest day.
+    /// A few free pages stay: the log's next appends reuse them.
     private func vacuumIfDue() {
         guard ContinuousClock.now - lastVacuum >= options.vacuumInterval, let database else { return }
         lastVacuum = .now
         do {
-            if try database.integer("PRAGMA freelist_count") > 0 {
-                try database.execute("PRAGMA incremental_vacuum(4096)")
+            let free = try database.integer("PRAGMA freelist_count")
+            if free > options.freePagesKept {
+                try database.execute("PRAGMA incremental_vacuum(\(free - Int64(options.freePagesKept)))")
             }
         } catch {
             // Not fatal: the pages stay free inside the file and are reused by later writes.
@@ -384,39 +446,64 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         var contents = ArchiveContents()
         contents.highestOrdinal = UInt64(bitPattern: try database.integer("SELECT coalesce(max(value), 0) FROM meta WHERE name = 'highest_ordinal'"))
 
-        // Sessions and events both in id order: one merge pass puts each session's events with it.
-        let sessions = try database.prepare("""
-            SELECT id, ordinal, configuration, created_at, phase, detent, presentation, dismiss_reason, version, last_access
-            FROM sessions ORDER BY id
-            """)
-        let events = try database.prepare("SELECT session, seq, body FROM events ORDER BY session, seq")
-        var pendingEvent = try events.step()
-        let decoder = JSONDecoder()
+        struct Row {
+            var ordinal: UInt64
+            var configuration: String
+            var createdAt: Int64
+            var lastAccess: Int64
+            /// Newest retained event bodies, in log order (which is seq order within a session).
+            var events: [(seq: UInt64, body: String)] = []
+            var state: (phase: String, detent: String, presentation: Int64, dismissReason: String?)?
+        }
+        var rows: [UInt64: Row] = [:]
+        var ids: [UInt64: SessionID] = [:]
+        let sessions = try database.prepare("SELECT id, ordinal, configuration, created_at, last_access FROM sessions")
         while try sessions.step() {
-            let idText = sessions.text(0) ?? ""
-            guard let id = SessionID(idText) else { throw ArchiveError("\(path) holds a session with an impossible id \"\(idText)\"") }
-            var eventBodies: [String] = []
-            while pendingEvent, let session = events.text(0), session <= idText {
-                if session == idText { eventBodies.append(events.text(2) ?? "") }
-                pendingEvent = try events.step()
+            let text = sessions.text(0) ?? ""
+            guard let id = SessionID(text) else { throw ArchiveError("\(path) holds a session with an impossible id \"\(text)\"") }
+            let ordinal = UInt64(bitPattern: sessions.int64(1))
+            guard ids.updateValue(id, forKey: ordinal) == nil else { throw ArchiveError("\(path) holds two sessions with ordinal \(ordinal)") }
+            rows[ordinal] = Row(ordinal: ordinal, configuration: sessions.text(2) ?? "null",
+                                createdAt: sessions.int64(3), lastAccess: sessions.int64(4))
+        }
+        // The log in append order; rows of deleted sessions wait there for compaction.
+        let log = try database.prepare("SELECT session, seq, body, phase, detent, presentation, dismiss_reason FROM event_log ORDER BY id")
+        let keep = Sheet.retainedEvents
+        while try log.step() {
+            let id = UInt64(bitPattern: log.int64(0))
+            guard rows[id] != nil else { continue }
+            rows[id]!.events.append((UInt64(bitPattern: log.int64(1)), log.text(2) ?? ""))
+            rows[id]!.state = (log.text(3) ?? "", log.text(4) ?? "", log.int64(5), log.isNull(6) ? nil : log.text(6))
+            if rows[id]!.events.count >= 2 * keep { rows[id]!.events.removeFirst(keep) }
+        }
+
+        let decoder = JSONDecoder()
+        contents.sessions.reserveCapacity(rows.count)
+        for (ordinal, var row) in rows {
+            let id = ids[ordinal]!
+            guard let state = row.state else {
+                throw ArchiveError("\(path): session \(id) has no events; refusing to start rather than guess its state")
             }
-            let created = Timestamp(millisecondsSince1970: sessions.int64(3))
-            var json = "{\"configuration\":" + (sessions.text(2) ?? "null")
-            json += ",\"phase\":" + quoted(sessions.text(4) ?? "")
-            json += ",\"detent\":" + quoted(sessions.text(5) ?? "")
-            json += ",\"presentation\":" + String(sessions.int64(6))
-            if !sessions.isNull(7) { json += ",\"dismissReason\":" + quoted(sessions.text(7) ?? "") }
-            json += ",\"version\":" + String(UInt64(bitPattern: sessions.int64(8)))
+            if row.events.count > keep { row.events.removeFirst(row.events.count - keep) }
+            let created = Timestamp(millisecondsSince1970: row.createdAt)
+            var json = "{\"configuration\":" + row.configuration
+            json += ",\"phase\":" + quoted(state.phase)
+            json += ",\"detent\":" + quoted(state.detent)
+            json += ",\"presentation\":" + String(state.presentation)
+            if let reason = state.dismissReason { json += ",\"dismissReason\":" + quoted(reason) }
             json += ",\"createdAt\":" + quoted(created.rfc3339)
-            json += ",\"events\":[" + eventBodies.joined(separator: ",") + "]}"
+            json += ",\"events\":[" + row.events.map(\.body).joined(separator: ",") + "]}"
             let sheet: Sheet
             do {
                 sheet = try decoder.decode(Sheet.self, from: Data(json.utf8))
             } catch {
-                throw ArchiveError("\(path): session \(idText) cannot be read back (\(error)); refusing to start rather than lose it")
+                throw ArchiveError("\(path): session \(id) cannot be read back (\(error)); refusing to start rather than lose it")
             }
-            contents.sessions.append(RestoredSession(
-                id: id, ordinal: UInt64(bitPattern: sessions.int64(1)), sheet: sheet, lastAccess: sessions.int64(9)))
+            ordinals[id] = ordinal
+            newestSeq[ordinal] = sheet.version
+            // A change writes no session row: its event's time is when the session was last used.
+            let lastAccess = max(row.lastAccess, sheet.updatedAt.millisecondsSince1970)
+            contents.sessions.append(RestoredSession(id: id, ordinal: row.ordinal, sheet: sheet, lastAccess: lastAccess))
         }
 
         let keys = try database.prepare("""
@@ -434,6 +521,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 answer: StoredAnswer(status: Int(keys.int64(5)), headers: headers, body: keys.bytes(7)),
                 storedAt: Timestamp(millisecondsSince1970: keys.int64(4))))
         }
+        // Start compaction with a full pass over what the last run left.
+        compactionOwed = Int(try database.integer("SELECT count(*) FROM event_log"))
         return contents
     }
 
@@ -455,8 +544,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
 /// Every statement the writer runs, prepared once.
 private final class Statements {
     let begin, commit, rollback: SQLiteStatement
-    let insertSession, updateSession, touchSession, deleteSession: SQLiteStatement
-    let insertEvent, trimEvents, deleteEvents: SQLiteStatement
+    let insertSession, touchSession, deleteSession: SQLiteStatement
+    let appendEvent, scanLog, deleteLogRow: SQLiteStatement
     let storeKey, dropKey, expireKeys: SQLiteStatement
     let raiseOrdinal: SQLiteStatement
 
@@ -465,18 +554,16 @@ private final class Statements {
         commit = try db.prepare("COMMIT")
         rollback = try db.prepare("ROLLBACK")
         insertSession = try db.prepare("""
-            INSERT INTO sessions (id, ordinal, configuration, created_at, phase, detent, presentation, dismiss_reason, version, last_access)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-            """)
-        updateSession = try db.prepare("""
-            UPDATE sessions SET phase = ?1, detent = ?2, presentation = ?3, dismiss_reason = ?4, version = ?5, last_access = ?6
-            WHERE id = ?7
+            INSERT INTO sessions (id, ordinal, configuration, created_at, last_access) VALUES (?1, ?2, ?3, ?4, ?5)
             """)
         touchSession = try db.prepare("UPDATE sessions SET last_access = max(last_access, ?1) WHERE id = ?2")
         deleteSession = try db.prepare("DELETE FROM sessions WHERE id = ?1")
-        insertEvent = try db.prepare("INSERT INTO events (session, seq, body) VALUES (?1, ?2, ?3)")
-        trimEvents = try db.prepare("DELETE FROM events WHERE session = ?1 AND seq <= ?2")
-        deleteEvents = try db.prepare("DELETE FROM events WHERE session = ?1")
+        appendEvent = try db.prepare("""
+            INSERT INTO event_log (session, seq, body, phase, detent, presentation, dismiss_reason)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+            """)
+        scanLog = try db.prepare("SELECT id, session, seq FROM event_log WHERE id > ?1 ORDER BY id LIMIT ?2")
+        deleteLogRow = try db.prepare("DELETE FROM event_log WHERE id = ?1")
         storeKey = try db.prepare("""
             INSERT OR REPLACE INTO idempotency (scope, key, fingerprint_value, fingerprint_check, stored_at, status, headers, body)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)

@@ -52,9 +52,35 @@ enum Schema {
                 value INTEGER NOT NULL
             ) WITHOUT ROWID;
             """),
-        Migration(version: 2, what: "last access per session, expiry index for keys", sql: """
+        Migration(version: 2, what: "events in an append-only log; state on the newest event row", sql: """
+            -- Version 1 kept events clustered by session and updated the session row on every
+            -- change: a group of N drags on N sessions wrote about 2N random b-tree pages to the
+            -- WAL. Now a change appends one row to a log in commit order, so a whole group shares
+            -- the last page or two; the row carries the session's state after the change. Rows
+            -- past a session's newest 256, and rows of deleted sessions, are removed by the
+            -- writer's compaction pass (oldest first), not by each change.
+            CREATE TABLE event_log (
+                id INTEGER PRIMARY KEY,          -- append order
+                session INTEGER NOT NULL,        -- sessions.ordinal: cheap to compare while compacting
+                seq INTEGER NOT NULL,
+                body TEXT NOT NULL,              -- SheetEvent as JSON
+                phase TEXT NOT NULL,             -- the session's state after this event
+                detent TEXT NOT NULL,
+                presentation INTEGER NOT NULL,
+                dismiss_reason TEXT
+            );
+            INSERT INTO event_log (session, seq, body, phase, detent, presentation, dismiss_reason)
+                SELECT s.ordinal, e.seq, e.body, s.phase, s.detent, s.presentation, s.dismiss_reason
+                FROM events AS e JOIN sessions AS s ON s.id = e.session
+                ORDER BY e.session, e.seq;
+            DROP TABLE events;
+            ALTER TABLE sessions DROP COLUMN phase;
+            ALTER TABLE sessions DROP COLUMN detent;
+            ALTER TABLE sessions DROP COLUMN presentation;
+            ALTER TABLE sessions DROP COLUMN dismiss_reason;
+            ALTER TABLE sessions DROP COLUMN version;
             -- The idle sweep after a restart measures from the last access, not from the restart.
-            -- Rows from version 1 did not record it: they count from the migration.
+            -- Version 1 did not record it: its sessions count from the migration.
             ALTER TABLE sessions ADD COLUMN last_access INTEGER NOT NULL DEFAULT 0;
             UPDATE sessions SET last_access = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
             CREATE INDEX idempotency_by_age ON idempotency (stored_at);
