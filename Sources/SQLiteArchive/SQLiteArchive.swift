@@ -39,7 +39,9 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         /// How much of the file reads may map instead of copying (`PRAGMA mmap_size`).
         public var mmapBytes = 1 << 30
         /// WAL pages after which a commit copies them back into the main file.
-        public var checkpointPages = 10_000
+        public var checkpointPages = 4_000
+        /// The WAL file is cut back to this size after a checkpoint has emptied it.
+        public var walBytesKept = 32 << 20
         /// How often the writer gives freed pages back to the file system (incremental vacuum).
         public var vacuumInterval: Duration = .seconds(10)
         /// Free pages kept for the log to grow into instead of extending the file.
@@ -87,6 +89,10 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     /// Log rows owed to compaction (two per appended row); and where its scan resumes.
     private var compactionOwed = 0
     private var compactionCursor: Int64 = 0
+    /// Whether garbage may be left behind the cursor: idle time finishes the pass, then one more
+    /// in which nothing changed, so a quiet file ends up holding only what is retained.
+    private var passNeeded = true
+    private var changedDuringPass = true
 
     // MARK: Opening
 
@@ -180,6 +186,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             try database.execute("PRAGMA cache_size = -\(options.cacheKiB)")
             try database.execute("PRAGMA mmap_size = \(options.mmapBytes)")
             try database.execute("PRAGMA wal_autocheckpoint = \(options.checkpointPages)")
+            try database.execute("PRAGMA journal_size_limit = \(options.walBytesKept)")
             try Self.migrate(database)
             self.database = database
             self.statements = try Statements(database)
@@ -284,7 +291,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             guard let commit = taken.commit else {
                 // Idle. After a quiet spell, catch up on compaction; between groups under load the
                 // gaps are short, and compaction there would only delay the next group.
-                if compactionOwed > 0 {
+                if compactionOwed > 0 || passNeeded {
                     if wake.wait(timeout: .now() + .milliseconds(20)) == .timedOut { compact(budget: options.compactionBudget) }
                 } else {
                     wake.wait()
@@ -340,7 +347,10 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                     // Its log rows are garbage from now on; compaction removes them.
                     s.deleteSession.bind(1, id.description)
                     try s.deleteSession.run()
-                    if let ordinal = ordinals.removeValue(forKey: id) { newestSeq[ordinal] = nil }
+                    if let ordinal = ordinals.removeValue(forKey: id), let newest = newestSeq.removeValue(forKey: ordinal) {
+                        compactionOwed += Int(min(newest, UInt64(Sheet.retainedEvents)))
+                        changedDuringPass = true
+                    }
                 case let .touched(id, lastAccess):
                     s.touchSession.bind(1, lastAccess)
                     s.touchSession.bind(2, id.description)
@@ -387,6 +397,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         statement.bind(7, state.dismissReason?.rawValue)
         try statement.run()
         compactionOwed += 2
+        changedDuringPass = true
     }
 
     /// One step of the log's compaction: scans up to `budget` rows from where the last step
@@ -417,7 +428,14 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 try s.deleteLogRow.run()
             }
             try s.commit.run()
-            compactionCursor = scanned < budget ? 0 : last
+            if scanned < budget {
+                // A whole pass is done; if nothing changed while it ran, the log is clean.
+                compactionCursor = 0
+                passNeeded = changedDuringPass
+                changedDuringPass = false
+            } else {
+                compactionCursor = last
+            }
         } catch {
             s.scanLog.reset()
             try? s.rollback.run()
