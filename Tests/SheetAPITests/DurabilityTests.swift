@@ -203,9 +203,8 @@ struct DurabilityTests {
 
 /// One of the crash test's 64 connections. It owns its sessions (no other client touches them),
 /// so it knows exactly what each should hold: a local `Sheet` replays what was acknowledged.
+// @unchecked Sendable: fields are written only by this client's own thread while the load runs; the test reads them only after that thread signalled `finished`.
 final class CrashClient: @unchecked Sendable {
-    // @unchecked Sendable: every field is written only by this client's own thread while the load
-    // runs; the test reads them only after `finished` was signalled by that thread.
 
     struct Request {
         let method: String
