@@ -20,7 +20,6 @@ import Synchronization
 /// file, and only a restart from the file is consistent with what was acknowledged.
 // @unchecked Sendable: the connection, statements, encoder and compaction state are used by `load()` before the first submit and then only by the writer thread (started by that submit, which orders the hand-over); what threads share is in `queue` (a Mutex) or atomic.
 public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
-
     /// `PRAGMA synchronous`: `normal` survives a crash of the process (the WAL is written before
     /// the commit returns, synced at checkpoints); `full` also survives losing power (each commit
     /// syncs the WAL).
