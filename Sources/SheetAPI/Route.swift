@@ -54,7 +54,10 @@ enum Route: Sendable, Equatable {
         switch self {
         case .sessions: "/sessions"
         case .session: "/sessions/{id}"
-        case .action(_, let action): "/sessions/{id}/\(action.rawValue)"
+        case .action(_, .drag): "/sessions/{id}/drag"
+        case .action(_, .confirm): "/sessions/{id}/confirm"
+        case .action(_, .dismiss): "/sessions/{id}/dismiss"
+        case .action(_, .present): "/sessions/{id}/present"
         case .events: "/sessions/{id}/events"
         case .health: "/healthz"
         case .metrics: "/metrics"

@@ -37,13 +37,13 @@ public final class ServiceObserver: Sendable {
 
     var openConnections: Int { connectionSource.withLock { $0 }?() ?? 0 }
 
-    func completed(_ record: HTTPExchangeRecord, route: String?) {
+    func completed(_ record: HTTPExchangeRecord, route parsed: Route?) {
         let seconds = Double((record.finished - record.started).components.attoseconds) / 1e18
             + Double((record.finished - record.started).components.seconds)
-        metrics.recordRequest(route: route, method: record.head.method.rawValue, status: record.status, seconds: seconds)
         let needed: LogLevel = record.status >= 500 ? .error : record.status >= 400 ? .warn : .info
+        metrics.recordRequest(route: parsed, method: record.head.method.rawValue, status: record.status, seconds: seconds)
         guard needed >= level, level != .off else { return }
-        log.write(line(record, route: route, seconds: seconds))
+        log.write(line(record, route: parsed?.template, seconds: seconds))
     }
 
     /// A fault of the server itself (not of a request): always logged unless logging is off.
