@@ -2,7 +2,8 @@
 import PackageDescription
 
 /// Layers point one way: SheetCore ← SessionStore ← SheetAPI → HTTPServer ← sheetd.
-/// Only HTTPServer imports CMicroHTTPD; only SheetAPI imports CJansson.
+/// SessionStore ← SQLiteArchive ← sheetd: the durable backend plugs in beside the API, not under it.
+/// Only HTTPServer imports CMicroHTTPD; only SheetAPI imports CJansson; only SQLiteArchive imports CSQLite.
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
@@ -27,8 +28,15 @@ let package = Package(
             pkgConfig: "jansson",
             providers: [.apt(["libjansson-dev"])]
         ),
+        .systemLibrary(
+            name: "CSQLite",
+            path: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(name: "SheetCore", swiftSettings: strict),
         .target(name: "SessionStore", dependencies: ["SheetCore"], swiftSettings: strict),
+        .target(name: "SQLiteArchive", dependencies: ["SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
         .target(
             name: "SheetAPI",
@@ -37,14 +45,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "sheetcore-bench", dependencies: ["SheetCore"], path: "Sources/sheetcore-bench", swiftSettings: strict),
-        .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore"], swiftSettings: strict),
+        .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore", "SQLiteArchive"], swiftSettings: strict),
         // Fuzzing: the in-process request harness, and its libFuzzer / replay executable (.ci/fuzz).
         .target(name: "SheetFuzzing", dependencies: ["SheetAPI", "HTTPServer", "SessionStore"], swiftSettings: strict),
         .systemLibrary(name: "CLibFuzzer", path: "CLibFuzzer"),
         .executableTarget(name: "sheetd-fuzz", dependencies: ["SheetFuzzing", "CLibFuzzer"], path: "Sources/sheetd-fuzz", swiftSettings: strict),
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
-        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "SheetFuzzing"], swiftSettings: strict),
+        .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "CSQLite", "SheetFuzzing"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

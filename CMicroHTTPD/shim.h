@@ -19,6 +19,8 @@
 #include <time.h>
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -216,6 +218,18 @@ static inline int64_t sheetd_monotonic_ns(void) {
    on its own thread. */
 static inline int sheetd_shutdown_socket(int fd) {
     return shutdown(fd, SHUT_RDWR);
+}
+
+/* Bytes received on the socket that nobody has read yet (FIONREAD), or -1. */
+static inline int sheetd_socket_unread(int fd) {
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+}
+
+/* Bytes written to the socket that the peer has not yet acknowledged (TIOCOUTQ), or -1. */
+static inline int sheetd_socket_unsent(int fd) {
+    int n = 0;
+    return ioctl(fd, TIOCOUTQ, &n) == 0 ? n : -1;
 }
 
 /* MHD_set_connection_option(MHD_CONNECTION_OPTION_TIMEOUT, seconds). */

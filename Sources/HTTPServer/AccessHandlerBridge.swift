@@ -6,10 +6,13 @@ import Glibc
 
 // The bridge from libmicrohttpd's synchronous access handler to async Swift.
 //
-// Per request (keep-alive, small POST): first call (head) → body call(s) → final call: suspend,
-// start a Task → the responder answers on the Swift executor, stores the answer,
-// MHD_resume_connection → the connection's thread is woken and the handler's next call queues
-// the answer. Two thread hops: libmicrohttpd thread → Swift executor → libmicrohttpd thread.
+// Per request (keep-alive, small POST): first call (head) → body call(s) → final call: start a
+// Task.immediate whose executor preference (the RequestContext) runs its jobs on this thread
+// while the handler is inside the call → if the answer is stored when it returns, queue it at
+// once (no suspend/resume, no other thread); else suspend, and the task stores the answer and
+// calls MHD_resume_connection → the handler's next call queues it.
+// Thread hops: none when the responder does not wait (entering a free actor included); when it
+// waits, two: libmicrohttpd thread → Swift executor → (resume) libmicrohttpd thread.
 
 // MARK: - C entry points (they capture nothing; context travels in `cls`)
 
@@ -43,7 +46,10 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     if toe.rawValue == 0 { // MHD_CONNECTION_NOTIFY_STARTED
         core.openConnections.add(1, ordering: .relaxed)
-        let state = ConnectionState(fd: sheetd_connection_fd(connection), now: sheetd_monotonic_ns())
+        let state = ConnectionState(
+            fd: sheetd_connection_fd(connection),
+            clientAddress: clientAddress(of: connection),
+            now: sheetd_monotonic_ns())
         // Released below at MHD_CONNECTION_NOTIFY_CLOSED, which libmicrohttpd calls for every
         // connection it reported STARTED (before it closes the socket).
         socketContext.pointee = Unmanaged.passRetained(state).toOpaque()
@@ -114,12 +120,14 @@ extension ServerCore {
         conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         let started = ContinuousClock.now
-        let headerCount = Int(MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, nil, nil))
-        let head = makeHead(connection: connection, url: url, method: method)
-        let context = RequestContext(connection: connection, started: started, limits: limits, head: head)
-        if let raw = sheetd_socket_context(connection) {
-            context.connectionState = Unmanaged<ConnectionState>.fromOpaque(raw).takeUnretainedValue()
+        let connectionState = sheetd_socket_context(connection).map {
+            Unmanaged<ConnectionState>.fromOpaque($0).takeUnretainedValue()
         }
+        let head = makeHead(connection: connection, url: url, method: method,
+                            clientAddress: connectionState?.clientAddress ?? clientAddress(of: connection))
+        let headerCount = head.headers.count
+        let context = RequestContext(connection: connection, started: started, limits: limits, head: head)
+        context.connectionState = connectionState
         // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
         // every request whose access handler ran.
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
@@ -197,25 +205,50 @@ extension ServerCore {
         }
     }
 
-    /// Final call: suspend the connection and let a Task run the responder.
+    /// Final call: run the responder in a task that starts right here. If it answers without
+    /// waiting (an uncontended actor included: see `RequestContext.enqueue`), queue the answer in
+    /// this same call: no suspension, no other thread. Otherwise suspend the connection; the
+    /// task resumes it when it answers (`RequestContext.Delivery` settles who does what).
     private func suspendAndRespond(_ context: RequestContext) -> MHD_Result {
         let request = HTTPRequest(head: context.head, body: context.body)
         context.body = []
-        context.deadline = context.started + suspendedRequestDeadline
-        // Suspend before anyone else can see the context: every resolver then resumes after this.
+        let responder = self.responder
+        context.runInline {
+            Task.immediate(executorPreference: context) {
+                let response = await responder.respond(to: request)
+                context.resolve(response, core: self)
+            }
+        }
+        if context.answeredInline {
+            return queueStoredAnswer(context)
+        }
+        context.deadline = .now + suspendedRequestDeadline
         suspensionBegan()
         MHD_suspend_connection(context.connection)
+        guard context.handOverToResolver() else {
+            // The answer came from another thread between the check and the suspension: resume
+            // ourselves; the next call (`.queueAnswer`) queues it.
+            MHD_resume_connection(context.connection)
+            suspensionEnded()
+            return MHD_Result.YES
+        }
+        // Published only now: the sweeper and shutdown resolve suspended requests only.
         guard registry.add(context) else {
             // Shutdown closed the registry: answer 503 ourselves (resumes the connection).
             context.resolve(shutdownAnswer(context.head), core: self)
             return MHD_Result.YES
         }
-        let responder = self.responder
-        Task {
-            let response = await responder.respond(to: request)
-            context.resolve(response, core: self)
-        }
         return MHD_Result.YES
+    }
+
+    /// The answer arrived within the final call itself: queue it now.
+    private func queueStoredAnswer(_ context: RequestContext) -> MHD_Result {
+        guard case .queueAnswer = context.machine.requestComplete(), let answer = context.takeAnswer() else {
+            errorLog("answered request without a stored answer: closing the connection")
+            context.machine.fail()
+            return MHD_Result.NO
+        }
+        return queue(answer, for: context)
     }
 
     /// NOTIFY_COMPLETED: the request is over.
@@ -291,14 +324,16 @@ extension ServerCore {
                 return nil
             }
             context.stream = stream
-            stream.attach(connection: context.connection, core: self)
+            let fd = sheetd_connection_fd(context.connection)
+            if fd >= 0 && streamSendBufferSize > 0 {
+                // A small send buffer keeps "how far behind is this client" honest (loopback
+                // buffers grow to megabytes otherwise).
+                _ = sheetd_set_send_buffer(fd, streamSendBufferSize)
+            }
+            stream.attach(connection: context.connection, fd: fd, core: self)
             if !registry.add(stream) {
                 // Shutting down: send what is queued, then end.
                 stream.finish()
-            }
-            let fd = sheetd_connection_fd(context.connection)
-            if fd >= 0 && streamSendBufferSize > 0 {
-                _ = sheetd_set_send_buffer(fd, streamSendBufferSize)
             }
             return mhdResponse
         }
@@ -306,18 +341,17 @@ extension ServerCore {
 
     // MARK: - Head
 
-    private func makeHead(connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?) -> HTTPRequestHead {
+    private func makeHead(
+        connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?, clientAddress: String
+    ) -> HTTPRequestHead {
         var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(16)
         withUnsafeMutablePointer(to: &headers) { pointer in
             _ = MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, collectHeadersCallback, pointer)
         }
         var query: [(String, String)] = []
         withUnsafeMutablePointer(to: &query) { pointer in
             _ = MHD_get_connection_values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, collectPairsCallback, pointer)
-        }
-        let clientAddress = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer -> String in
-            guard let base = buffer.baseAddress, sheetd_client_address(connection, base, 64) > 0 else { return "" }
-            return String(cString: base)
         }
         return HTTPRequestHead(
             method: HTTPMethod(rawValue: method.map { String(cString: $0) } ?? ""),
@@ -326,6 +360,14 @@ extension ServerCore {
             headers: HTTPHeaders(storage: headers),
             clientAddress: clientAddress
         )
+    }
+}
+
+/// The peer's address as text, without the port ("" if unknown).
+func clientAddress(of connection: OpaquePointer) -> String {
+    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer -> String in
+        guard let base = buffer.baseAddress, sheetd_client_address(connection, base, 64) > 0 else { return "" }
+        return String(cString: base)
     }
 }
 

@@ -13,14 +13,17 @@ final class ConnectionState: Sendable {
     static let cut: Int64 = -2
 
     let fd: Int32
+    /// The peer's address, read once per connection rather than once per request.
+    let clientAddress: String
     /// Monotonic ns since which the connection waits for a complete request, or `busy` / `cut`.
     let receivingSince: Atomic<Int64>
     /// Set at NOTIFY_CONNECTION CLOSED, before libmicrohttpd closes the fd: the sweeper only
     /// shuts a socket down under this lock while it is false, so it never touches a reused fd.
     let closed = LockedState(false)
 
-    init(fd: Int32, now: Int64) {
+    init(fd: Int32, clientAddress: String, now: Int64) {
         self.fd = fd
+        self.clientAddress = clientAddress
         self.receivingSince = Atomic(now)
     }
 
@@ -74,7 +77,9 @@ final class ConnectionTracker: Sendable {
                 connection.closed.withLock { closed -> Bool in
                     if closed { return true }
                     let since = connection.receivingSince.load(ordering: .relaxed)
-                    if since >= 0 && since < limit {
+                    // Bytes waiting in the kernel mean the server is behind, not the peer: a
+                    // loaded server must not cut a client whose request already arrived.
+                    if since >= 0 && since < limit && sheetd_socket_unread(connection.fd) <= 0 {
                         let (exchanged, _) = connection.receivingSince.compareExchange(
                             expected: since, desired: ConnectionState.cut, ordering: .relaxed)
                         if exchanged {

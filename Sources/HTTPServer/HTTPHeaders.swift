@@ -63,20 +63,27 @@ extension String {
     /// ASCII case-insensitive equality without allocating (header names are ASCII tokens).
     @inlinable
     func asciiCaseInsensitiveEquals(_ other: String) -> Bool {
-        var a = self.utf8.makeIterator()
-        var b = other.utf8.makeIterator()
-        while true {
-            switch (a.next(), b.next()) {
-            case (nil, nil):
-                return true
-            case let (x?, y?):
-                if x == y { continue }
-                let lx = (x >= 0x41 && x <= 0x5A) ? x | 0x20 : x
-                let ly = (y >= 0x41 && y <= 0x5A) ? y | 0x20 : y
-                if lx != ly { return false }
-            default:
-                return false
-            }
+        let a = self.utf8
+        let b = other.utf8
+        guard a.count == b.count else { return false }
+        if let result = a.withContiguousStorageIfAvailable({ pa in
+            b.withContiguousStorageIfAvailable { pb in Self.asciiCaseInsensitiveEquals(pa, pb) }
+        }), let result {
+            return result
         }
+        return a.elementsEqual(b) { x, y in Self.asciiLower(x) == Self.asciiLower(y) }
+    }
+
+    @inlinable
+    static func asciiCaseInsensitiveEquals(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        for i in 0..<a.count where a[i] != b[i] {
+            if asciiLower(a[i]) != asciiLower(b[i]) { return false }
+        }
+        return true
+    }
+
+    @inlinable @inline(__always)
+    static func asciiLower(_ byte: UInt8) -> UInt8 {
+        (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
     }
 }

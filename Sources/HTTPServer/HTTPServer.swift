@@ -204,8 +204,10 @@ public final class HTTPServer: Sendable {
         // 2. Streams have no natural end: end them now (queued bytes still go out).
         for stream in core.registry.closeStreams() { stream.finish() }
 
-        // 3. Requests in flight get up to `grace` to finish.
-        while core.requestsInProgress.load(ordering: .acquiring) > 0 && clock.now < graceEnd {
+        // 3. Requests in flight get up to `grace` to finish (ended streams whose client is slow
+        //    to take the rest are not waited for here; step 7 closes them).
+        while core.requestsInProgress.load(ordering: .acquiring) - core.activeStreams.load(ordering: .acquiring) > 0
+                && clock.now < graceEnd {
             try? await Task.sleep(for: .milliseconds(5))
         }
 

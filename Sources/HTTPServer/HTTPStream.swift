@@ -15,6 +15,9 @@ public final class HTTPStream: Sendable {
     struct Attachment: @unchecked Sendable {
         let connection: OpaquePointer
         let core: ServerCore
+        /// The connection's socket; open while the attachment exists (the response is freed
+        /// before libmicrohttpd closes the socket).
+        let fd: Int32
     }
 
     private struct State: Sendable {
@@ -75,6 +78,16 @@ public final class HTTPStream: Sendable {
         state.withLock { s in s.queue.count - s.head }
     }
 
+    /// Bytes this stream handed to the socket that the client has not yet acknowledged (the
+    /// kernel's send queue, TIOCOUTQ): with `pendingWrites`, how far behind the client really is.
+    /// 0 when the stream is not (or no longer) attached to a connection. (Added to the contract.)
+    public var unsentSocketBytes: Int {
+        state.withLock { s in
+            guard let attachment = s.attachment, attachment.fd >= 0 else { return 0 }
+            return max(0, Int(sheetd_socket_unsent(attachment.fd)))
+        }
+    }
+
     /// True once the response ended (finished, or the server is stopping) or the client went away.
     public var isClosed: Bool {
         state.withLock { s in s.closed || s.finished }
@@ -101,9 +114,10 @@ public final class HTTPStream: Sendable {
     var isDetached: Bool { state.withLock { s in s.closed } }
 
     /// The response carrying this stream was queued on `connection`.
-    func attach(connection: OpaquePointer, core: ServerCore) {
+    func attach(connection: OpaquePointer, fd: Int32, core: ServerCore) {
+        core.activeStreams.add(1, ordering: .relaxed)
         state.withLock { s in
-            s.attachment = Attachment(connection: connection, core: core)
+            s.attachment = Attachment(connection: connection, core: core, fd: fd)
         }
     }
 
@@ -161,18 +175,20 @@ public final class HTTPStream: Sendable {
     }
 
     private func close() {
-        let handler = state.withLock { s -> (@Sendable () -> Void)? in
-            if s.closed { return nil }
+        let (handler, core) = state.withLock { s -> ((@Sendable () -> Void)?, ServerCore?) in
+            if s.closed { return (nil, nil) }
             s.closed = true
             s.finished = true
+            let core = s.attachment?.core
             s.attachment = nil
             s.queue = []
             s.head = 0
             s.offset = 0
             let handler = s.onClose
             s.onClose = nil
-            return handler
+            return (handler, core)
         }
+        core?.activeStreams.subtract(1, ordering: .relaxed)
         handler?()
     }
 

@@ -1,6 +1,10 @@
 import CMicroHTTPD
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Per-request state, stored in libmicrohttpd's `*con_cls` from the first access-handler call
 /// until NOTIFY_COMPLETED.
 ///
@@ -12,9 +16,28 @@ import Synchronization
 /// - `answer`: written by whoever wins `resolution` (responder task, deadline sweeper, shutdown)
 ///   and read by the connection thread after the resume, ordered by `resolution`
 ///   (release store of `.ready`, acquire load).
+/// - `delivery`, `inlineThread`: atomics (see `Delivery` and `enqueue`).
+///
+/// It is also the responder task's executor preference: while the access handler runs the task
+/// (`runInline`), every job of that task enqueued on the handler's own thread runs right there,
+/// so an uncontended request is answered within the one access-handler call.
 // @unchecked Sendable: see above; every field is either confined to the connection's thread,
-// immutable after publication, or handed over through the `resolution` atomic.
-final class RequestContext: @unchecked Sendable {
+// immutable after publication, or handed over through the `resolution` / `delivery` atomics.
+final class RequestContext: TaskExecutor, @unchecked Sendable {
+    /// Who hands the answer to libmicrohttpd. The final access-handler call starts the responder
+    /// task while `.running`; then either the answer is already there (`.answered`: the handler
+    /// queues it in the same call, no suspension at all), or the handler suspends the connection
+    /// and tries `.running → .suspended`. Exactly one transition out of `.running` wins:
+    /// - the resolver wins (`.answered`): the handler queues the answer itself (if it has not
+    ///   suspended yet) or resumes the connection it just suspended;
+    /// - the handler wins (`.suspended`): the resolver resumes the connection.
+    /// So `MHD_resume_connection` is called exactly once per suspension, always after it.
+    enum Delivery: UInt8 {
+        case running = 0
+        case answered = 1
+        case suspended = 2
+    }
+
     enum Resolution: UInt8 {
         /// Suspended (or not yet), nobody has answered.
         case waiting = 0
@@ -45,6 +68,10 @@ final class RequestContext: @unchecked Sendable {
 
     private let resolution = Atomic<UInt8>(Resolution.waiting.rawValue)
     private var answer: HTTPResponse?
+    private let delivery = Atomic<UInt8>(Delivery.running.rawValue)
+    /// The libmicrohttpd thread running this request's responder task inside the access
+    /// handler (`runInline`), 0 otherwise.
+    private let inlineThread = Atomic<UInt>(0)
 
     init(connection: OpaquePointer, started: ContinuousClock.Instant, limits: RequestStateMachine.Limits, head: HTTPRequestHead) {
         self.connection = connection
@@ -67,9 +94,49 @@ final class RequestContext: @unchecked Sendable {
         }
         answer = response
         resolution.store(Resolution.ready.rawValue, ordering: .releasing)
+        let (handlerDelivers, _) = delivery.compareExchange(
+            expected: Delivery.running.rawValue, desired: Delivery.answered.rawValue, ordering: .acquiringAndReleasing)
+        if handlerDelivers { return true }
+        // `.suspended`: the handler suspended the connection and left; resume it.
         MHD_resume_connection(connection)
         core.suspensionEnded()
         return true
+    }
+
+    /// The final access-handler call, after running the responder task (`runInline`): true if
+    /// the answer is already stored (queue it now, without suspending).
+    var answeredInline: Bool {
+        delivery.load(ordering: .acquiring) == Delivery.answered.rawValue
+    }
+
+    /// The final access-handler call has suspended the connection: true if the resolver will
+    /// resume it; false if the answer arrived in the meantime (the caller resumes it itself).
+    func handOverToResolver() -> Bool {
+        delivery.compareExchange(
+            expected: Delivery.running.rawValue, desired: Delivery.suspended.rawValue, ordering: .acquiringAndReleasing
+        ).exchanged
+    }
+
+    /// Runs `body` (which starts the responder task with this context as its executor
+    /// preference) with this thread marked as the one that may run the task's jobs inline.
+    func runInline(_ body: () -> Void) {
+        inlineThread.store(UInt(pthread_self()), ordering: .relaxed)
+        body()
+        inlineThread.store(0, ordering: .relaxed)
+    }
+
+    /// TaskExecutor: jobs of this request's responder task (and of actors it enters) enqueued
+    /// on the thread that is inside this request's access-handler call run synchronously here:
+    /// they cannot be nested inside anybody else's work, since that thread is busy with exactly
+    /// this request. Everything else (another thread, or after the handler returned) goes to the
+    /// global executor, as without a preference.
+    func enqueue(_ job: consuming ExecutorJob) {
+        let thread = inlineThread.load(ordering: .relaxed)
+        if thread != 0 && thread == UInt(pthread_self()) {
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        } else {
+            globalConcurrentExecutor.enqueue(job)
+        }
     }
 
     /// On the connection's thread after the resume: the stored answer.

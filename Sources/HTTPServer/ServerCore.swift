@@ -15,6 +15,9 @@ final class ServerCore: Sendable {
     let openConnections = Atomic<Int>(0)
     /// Requests between their first access-handler call and NOTIFY_COMPLETED.
     let requestsInProgress = Atomic<Int>(0)
+    /// Streams attached to a connection and not yet ended (their requests count in
+    /// `requestsInProgress` too; shutdown's grace does not wait for them: they have no natural end).
+    let activeStreams = Atomic<Int>(0)
     /// Connections suspended and not yet resumed. `MHD_stop_daemon` aborts the process if any
     /// connection is suspended; shutdown waits for this to reach 0 first.
     let unresumedSuspensions = Atomic<Int>(0)

@@ -48,15 +48,19 @@ struct IdempotencyLedger: Sendable {
         return entry.fingerprint == fingerprint ? .replay(entry.answer) : .reused
     }
 
-    mutating func store(_ answer: StoredAnswer, for key: Key, fingerprint: Fingerprint, now: Timestamp) {
+    /// Returns the keys dropped to stay within `capacity`, so a durable store can drop them too.
+    @discardableResult
+    mutating func store(_ answer: StoredAnswer, for key: Key, fingerprint: Fingerprint, now: Timestamp) -> [Key] {
         if entries.updateValue(Entry(fingerprint: fingerprint, answer: answer, storedAt: now), forKey: key) == nil {
             order.append(key)
         }
+        var dropped: [Key] = []
         while entries.count > capacity, head < order.count {
-            entries.removeValue(forKey: order[head])
+            if entries.removeValue(forKey: order[head]) != nil { dropped.append(order[head]) }
             head += 1
         }
         compactIfWasteful()
+        return dropped
     }
 
     /// Forgets keys older than the lifetime. A deleted session's keys age out like any other, so a

@@ -3,6 +3,7 @@ import Synchronization
 
 /// All sessions of the service. Sessions are spread over several `SessionShard` actors by id,
 /// so unrelated sessions never wait for each other; each session has exactly one writer.
+/// Changes are made durable through a `SessionArchive` before they are answered.
 public final class SessionStore: Sendable {
     public struct Configuration: Sendable {
         public var maxSessions = 1_000_000
@@ -20,16 +21,56 @@ public final class SessionStore: Sendable {
     private let creations: CreationLedger
     private let count = Atomic<Int>(0)
     private let ordinals = Atomic<UInt64>(0)
+    private let archive: any SessionArchive
     public let configuration: Configuration
 
-    public init(configuration: Configuration = Configuration()) {
+    /// A store that carries on from `contents` (what `archive.load()` returned) and commits every
+    /// change to `archive` before answering. The defaults keep everything in memory only.
+    public init(configuration: Configuration = Configuration(), archive: any SessionArchive = VolatileArchive(),
+                restoring contents: ArchiveContents = ArchiveContents()) {
         self.configuration = configuration
+        self.archive = archive
         let shardCount = max(1, configuration.shardCount)
         let perShardKeys = max(1, configuration.idempotencyCapacity / shardCount)
-        shards = (0..<shardCount).map { _ in
-            SessionShard(clock: configuration.clock, idempotencyCapacity: perShardKeys)
+        let lifetime = IdempotencyLedger(capacity: 1).lifetimeMilliseconds
+        let oldestKept = configuration.clock.now().millisecondsSince1970 - lifetime
+        var sessionsByShard = [[RestoredSession]](repeating: [], count: shardCount)
+        var keysByShard = [[ArchivedKey]](repeating: [], count: shardCount)
+        var globalKeys: [ArchivedKey] = []
+        var highest = contents.highestOrdinal
+        for session in contents.sessions {
+            sessionsByShard[session.id.shardIndex(of: shardCount)].append(session)
+            highest = max(highest, session.ordinal)
         }
-        creations = CreationLedger(capacity: configuration.idempotencyCapacity, clock: configuration.clock)
+        for key in contents.keys where key.storedAt.millisecondsSince1970 > oldestKept {
+            if let scope = key.scope {
+                keysByShard[scope.shardIndex(of: shardCount)].append(key)
+            } else {
+                globalKeys.append(key)
+            }
+        }
+        shards = (0..<shardCount).map { index in
+            SessionShard(clock: configuration.clock, idempotencyCapacity: perShardKeys, archive: archive,
+                         restoring: sessionsByShard[index], keys: keysByShard[index])
+        }
+        creations = CreationLedger(capacity: configuration.idempotencyCapacity, clock: configuration.clock,
+                                   archive: archive, restoring: globalKeys)
+        count.store(contents.sessions.count, ordering: .relaxed)
+        ordinals.store(highest, ordering: .relaxed)
+    }
+
+    /// Configurations in use, so sessions created alike share one (immutable) storage object
+    /// instead of each holding its own copy of the detent tables: most clients create every
+    /// session with the same configuration, and this is most of an idle session's memory.
+    private let configurations = Mutex<[SheetConfiguration: SheetConfiguration]>([:])
+    private static let internedConfigurationLimit = 4096
+
+    private func interned(_ configuration: SheetConfiguration) -> SheetConfiguration {
+        configurations.withLock { table in
+            if let shared = table[configuration] { return shared }
+            if table.count < Self.internedConfigurationLimit { table[configuration] = configuration }
+            return configuration
+        }
     }
 
     private func shard(for id: SessionID) -> SessionShard { shards[id.shardIndex(of: shards.count)] }
@@ -40,7 +81,17 @@ public final class SessionStore: Sendable {
 
     /// Creates a session presented at its default detent, unless `--max-sessions` is reached.
     public func create(_ configuration: SheetConfiguration) async throws(StoreError) -> SessionSnapshot {
-        // Reserve a place first, so concurrent creates can never overshoot the limit.
+        try reservePlace()
+        let id = SessionID.random()
+        let ordinal = ordinals.add(1, ordering: .relaxed).newValue
+        let sheet = Sheet(configuration: interned(configuration), now: self.configuration.clock.now())
+        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, key: nil)
+        return SessionSnapshot(id: id, sheet: sheet)
+    }
+
+    /// Counts a new session in, unless that would pass `--max-sessions`. Reserving first means
+    /// concurrent creates can never overshoot the limit.
+    private func reservePlace() throws(StoreError) {
         let limit = self.configuration.maxSessions
         var current = count.load(ordering: .relaxed)
         while true {
@@ -50,11 +101,6 @@ public final class SessionStore: Sendable {
             if exchanged { break }
             current = original
         }
-        let id = SessionID.random()
-        let ordinal = ordinals.add(1, ordering: .relaxed).newValue
-        let sheet = Sheet(configuration: configuration, now: self.configuration.clock.now())
-        await shard(for: id).insert(sheet, id: id, ordinal: ordinal)
-        return SessionSnapshot(id: id, sheet: sheet)
     }
 
     /// Creates at most one session per `Idempotency-Key` (global scope); repeats get the first answer.
@@ -63,8 +109,33 @@ public final class SessionStore: Sendable {
         render: @escaping @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
         try await creations.perform(idempotency) {
-            do throws(StoreError) { return render(.success(try await self.create(configuration))) } catch { return render(.failure(error)) }
+            await self.create(configuration, recording: idempotency, render: render)
         }
+    }
+
+    /// The create behind an idempotent `POST /sessions`: the answer is rendered before the session
+    /// is inserted, so the session and its stored answer are committed in one transaction.
+    private func create(
+        _ configuration: SheetConfiguration, recording idempotency: IdempotencyRequest,
+        render: @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
+    ) async -> StoredAnswer {
+        let now = self.configuration.clock.now()
+        do {
+            try reservePlace()
+        } catch {
+            let answer = render(.failure(error))
+            if answer.status < 500 {
+                await archive.submit([.keyStored(ArchivedKey(scope: nil, request: idempotency, answer: answer, storedAt: now))]).wait()
+            }
+            return answer
+        }
+        let id = SessionID.random()
+        let ordinal = ordinals.add(1, ordering: .relaxed).newValue
+        let sheet = Sheet(configuration: interned(configuration), now: now)
+        let answer = render(.success(SessionSnapshot(id: id, sheet: sheet)))
+        let key = answer.status < 500 ? ArchivedKey(scope: nil, request: idempotency, answer: answer, storedAt: now) : nil
+        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, key: key)
+        return answer
     }
 
     public func session(_ id: SessionID) async throws(StoreError) -> SessionSnapshot {
@@ -91,11 +162,16 @@ public final class SessionStore: Sendable {
     /// The cursor is an ordinal, not an id, so it still works after its session was deleted.
     public func list(phase: Phase?, after: UInt64, limit: Int) async -> SessionPage {
         var merged: [(ordinal: UInt64, session: SessionSnapshot)] = []
+        var pending: [ArchiveCommit] = []
         // One more than the page from each shard: a shard holding the rest of the page and more
         // must be able to say "more", or `next` would wrongly end the listing.
         for shard in shards {
-            merged += await shard.list(phase: phase, after: after, limit: limit + 1)
+            let part = await shard.list(phase: phase, after: after, limit: limit + 1)
+            merged += part.sessions
+            pending += part.pending
         }
+        // Show no session state that is not committed yet.
+        for commit in pending { await commit.wait() }
         merged.sort { $0.ordinal < $1.ordinal }
         let page = merged.prefix(limit)
         let more = merged.count > limit
@@ -140,6 +216,9 @@ public final class SessionStore: Sendable {
         }
         if removed > 0 { count.subtract(removed, ordering: .relaxed) }
         await creations.expire()
+        let lifetime = IdempotencyLedger(capacity: 1).lifetimeMilliseconds
+        _ = archive.submit([.keysExpired(before: configuration.clock.now().millisecondsSince1970 - lifetime)])
+        for shard in shards { _ = await shard.flushTouched() }
         return removed
     }
 
@@ -156,18 +235,38 @@ public final class SessionStore: Sendable {
     public func shutdown() async {
         for shard in shards { await shard.shutdown() }
     }
+
+    /// After the last request: saves when each session was last read, commits everything queued
+    /// and closes the archive. The store must not be used afterwards.
+    public func close() async {
+        for shard in shards {
+            if let commit = await shard.flushTouched() { await commit.wait() }
+        }
+        archive.close()
+    }
 }
 
 /// The global ledger of `POST /sessions` idempotency keys. A key being served is marked pending,
 /// so a concurrent retry waits for the first answer instead of creating a second session.
+/// `create` commits the key's answer with the session; the ledger learns it only after that.
 actor CreationLedger {
     private var ledger: IdempotencyLedger
     private var pending: [String: [CheckedContinuation<Void, Never>]] = [:]
     private let clock: StoreClock
+    private let archive: any SessionArchive
 
-    init(capacity: Int, clock: StoreClock) {
-        self.ledger = IdempotencyLedger(capacity: capacity)
+    init(capacity: Int, clock: StoreClock, archive: any SessionArchive, restoring keys: [ArchivedKey]) {
+        var ledger = IdempotencyLedger(capacity: capacity)
+        var dropped: [ArchiveChange] = []
+        for key in keys {
+            for gone in ledger.store(key.answer, for: key.ledgerKey, fingerprint: key.fingerprint, now: key.storedAt) {
+                dropped.append(.keyDropped(scope: nil, key: gone.key))
+            }
+        }
+        self.ledger = ledger
         self.clock = clock
+        self.archive = archive
+        if !dropped.isEmpty { _ = archive.submit(dropped) }
     }
 
     func perform(
@@ -183,9 +282,11 @@ actor CreationLedger {
         case .miss: break
         }
         pending[request.key] = []
+        // `create` has committed the session together with its answer under this key.
         let answer = await create()
         if answer.status < 500 {
-            ledger.store(answer, for: key, fingerprint: request.fingerprint, now: clock.now())
+            let dropped = ledger.store(answer, for: key, fingerprint: request.fingerprint, now: clock.now())
+            if !dropped.isEmpty { _ = archive.submit(dropped.map { .keyDropped(scope: nil, key: $0.key) }) }
         }
         for waiter in pending.removeValue(forKey: request.key) ?? [] { waiter.resume() }
         return IdempotentAnswer(answer: answer, replayed: false)

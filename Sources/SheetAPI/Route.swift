@@ -22,16 +22,19 @@ enum Route: Sendable, Equatable {
         case "/metrics": self = .metrics
         case "/openapi.yaml": self = .openAPI
         default:
+            // Parsed three times per request (preflight, answer, log): scan, do not split.
             guard path.hasPrefix("/sessions/") else { return nil }
-            let parts = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-            // "", "sessions", id[, tail]
-            guard parts.count == 3 || parts.count == 4 else { return nil }
-            let id = Substring(parts[2])
-            guard !id.isEmpty else { return nil }
-            if parts.count == 3 { self = .session(id); return }
-            let tail = Substring(parts[3])
-            if tail == "events" { self = .events(id); return }
-            guard let action = Action(rawValue: String(tail)) else { return nil }
+            let rest = path.utf8.dropFirst("/sessions/".utf8.count)
+            guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else {
+                guard !rest.isEmpty else { return nil }
+                self = .session(Substring(rest))
+                return
+            }
+            let id = Substring(rest[..<slash])
+            let tail = rest[rest.index(after: slash)...]
+            guard !id.isEmpty, !tail.contains(UInt8(ascii: "/")) else { return nil }
+            if tail.elementsEqual("events".utf8) { self = .events(id); return }
+            guard let action = Action(rawValue: String(Substring(tail))) else { return nil }
             self = .action(id, action)
         }
     }
@@ -51,7 +54,10 @@ enum Route: Sendable, Equatable {
         switch self {
         case .sessions: "/sessions"
         case .session: "/sessions/{id}"
-        case .action(_, let action): "/sessions/{id}/\(action.rawValue)"
+        case .action(_, .drag): "/sessions/{id}/drag"
+        case .action(_, .confirm): "/sessions/{id}/confirm"
+        case .action(_, .dismiss): "/sessions/{id}/dismiss"
+        case .action(_, .present): "/sessions/{id}/present"
         case .events: "/sessions/{id}/events"
         case .health: "/healthz"
         case .metrics: "/metrics"

@@ -68,7 +68,7 @@ public final class SheetService: HTTPResponder {
     }
 
     public func completed(_ record: HTTPExchangeRecord) {
-        observer.completed(record, route: Route(path: record.head.path)?.template)
+        observer.completed(record, route: Route(path: record.head.path))
     }
 
     // MARK: Routing

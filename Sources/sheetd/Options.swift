@@ -16,6 +16,7 @@ struct Options {
     var logLevel = "info"
     var memory = false
     var dataDirectory = "sheetd-data"
+    var sync = "normal"
     var check: String?
 
     struct Flag: Sendable {
@@ -40,8 +41,9 @@ struct Options {
         Flag(name: "idempotency-keys", value: "N", help: "Idempotency-Key answers remembered, oldest forgotten first (default 100000)") { o, v throws(UsageError) in o.idempotencyKeys = try integer(v, "idempotency-keys", 1...100_000_000) },
         Flag(name: "log-format", value: "text|json", help: "request log format on standard error (default text)") { o, v throws(UsageError) in o.logFormat = try choice(v, "log-format", ["text", "json"]) },
         Flag(name: "log-level", value: "LEVEL", help: "debug|info (every request)|warn (4xx, 5xx)|error (5xx, faults)|off (default info)") { o, v throws(UsageError) in o.logLevel = try choice(v, "log-level", ["debug", "info", "warn", "error", "off"]) },
-        Flag(name: "memory", value: "", help: "keep sessions in memory only: lost when the process stops") { o, _ in o.memory = true },
-        Flag(name: "data-dir", value: "PATH", help: "where durable sessions are kept (default sheetd-data)") { $0.dataDirectory = $1 },
+        Flag(name: "data-dir", value: "PATH", help: "keep sessions in PATH/sheetd.sqlite3, created if missing (default sheetd-data)") { $0.dataDirectory = $1 },
+        Flag(name: "sync", value: "normal|full", help: "normal: what was answered survives a crash of sheetd; full: also a power loss (default normal)") { o, v throws(UsageError) in o.sync = try choice(v, "sync", ["normal", "full"]) },
+        Flag(name: "memory", value: "", help: "keep sessions in memory only, no --data-dir: lost when the process stops") { o, _ in o.memory = true },
         Flag(name: "check", value: "URL", help: "health check: GET the URL, exit 0 on 200, else 1 (for container HEALTHCHECK)") { $0.check = $1 },
     ]
 
@@ -105,6 +107,9 @@ struct Options {
         }
         text += pad("  --help") + "print this help\n"
         text += "\nSIGINT or SIGTERM stops it gracefully: it stops accepting, finishes what is in flight, exits 0.\n"
+        text += "Sessions are durable by default: an answer is sent only once its change is committed to\n"
+        text += "--data-dir/sheetd.sqlite3, and a restart carries on where sheetd stopped. Back it up while\n"
+        text += "it runs with: sqlite3 sheetd-data/sheetd.sqlite3 \".backup backup.sqlite3\"\n"
         return text
     }
 

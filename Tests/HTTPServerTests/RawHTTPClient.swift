@@ -28,9 +28,12 @@ final class RawHTTPClient {
     private var buffer: [UInt8] = []
     private var start = 0
 
-    init(port: Int, receiveTimeout: Double = 10) throws {
+    init(port: Int, receiveTimeout: Double = 10, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ClientError("socket: \(errno)") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -220,6 +223,7 @@ func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thr
         let job = ThreadJob {
             do { continuation.resume(returning: try work()) } catch { continuation.resume(throwing: error) }
         }
+        // Released by the thread's entry function, or below if the thread cannot be created.
         let argument = Unmanaged.passRetained(job).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(&thread, nil, { argument in

@@ -35,6 +35,15 @@ struct ServerTests {
         "64 KiB exactly": [UInt8](repeating: 0xAB, count: 64 * 1024),
     ]
 
+    @Test("\"::\" listens dual stack and reports IPv4 clients as IPv4")
+    func dualStack() async throws {
+        try await withServer({ $0.host = "::" }) { _, port, _ in
+            let response = try await onThread { try RawHTTPClient(port: port).roundTrip("GET", "/echo") }
+            #expect(response.status == 200)
+            #expect(response.header("X-Client") == "127.0.0.1")
+        }
+    }
+
     @Test("the path is percent-decoded and separated from the query")
     func decodedPath() async throws {
         try await withServer { _, port, _ in

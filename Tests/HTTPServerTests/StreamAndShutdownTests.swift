@@ -61,6 +61,7 @@ struct StreamAndShutdownTests {
         #expect(stream.write([]))
         #expect(stream.write([4]))
         #expect(stream.pendingWrites == 2)
+        #expect(stream.unsentSocketBytes == 0)
         #expect(!stream.isClosed)
         stream.onClose { closes.increment() }
         stream.finish()
@@ -160,6 +161,28 @@ struct StreamAndShutdownTests {
         #expect(try await idle == ": hello\n\n")
         #expect(try await busy >= 3)
         #expect(await probe.wait { Set($0.streamsClosed) == ["idle", "busy"] })
+    }
+
+    @Test("shutdown does not wait its grace for a stream whose client stopped reading")
+    func shutdownStalledStream() async throws {
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configuration.errorLog = { _ in }
+        let probe = Probe()
+        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+        let port = try server.start()
+        let box = try await onThread {
+            let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
+            try client.send(RawHTTPClient.request("GET", "/flood?id=stalled"))
+            return ClientBox(client)
+        }
+        // Let the buffers fill: the client never reads.
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        await server.shutdown(grace: .seconds(5))
+        #expect(milliseconds(since: started) < 2000)
+        #expect(await probe.wait { $0.streamsClosed.contains("stalled") })
+        _ = box
     }
 
     @Test("shutdown is idempotent and safe before start")

@@ -88,6 +88,19 @@ struct TestResponder: HTTPResponder {
                 }
             }
             return HTTPResponse(status: 200, headers: ["Content-Type": "text/event-stream"], body: .stream(stream))
+        case "/flood":
+            // Writes 64 KiB chunks as fast as libmicrohttpd takes them (at most 16 queued).
+            let id = head.queryValue("id") ?? "flood"
+            let stream = HTTPStream()
+            let probe = self.probe
+            stream.onClose { probe.state.withLock { $0.streamsClosed.append(id) } }
+            let chunk = [UInt8](repeating: UInt8(ascii: "f"), count: 64 * 1024)
+            Task {
+                while !stream.isClosed {
+                    if stream.pendingWrites < 16 { stream.write(chunk) } else { try? await Task.sleep(for: .milliseconds(2)) }
+                }
+            }
+            return HTTPResponse(status: 200, body: .stream(stream))
         case "/idle-stream":
             let id = head.queryValue("id") ?? "idle"
             let stream = HTTPStream()

@@ -92,7 +92,8 @@ struct EventsTests {
                 if answer.status == 200, (answer.json["events"] as? [[String: Any]])?.first?["seq"] as? Int == 2 { released += 1 }
             }
             #expect(released == 1000)
-            #expect(waiting.threads == before.threads, "waiting holds no thread: \(before.threads) → \(waiting.threads)")
+            // No thread per waiter: the pool may start its few threads lazily, so compare with a bound, not equality.
+            #expect(waiting.threads <= before.threads + 4, "waiting holds no thread: \(before.threads) → \(waiting.threads)")
             let perWaiter = Double(waiting.residentKiB - before.residentKiB) * 1024 / 1000
             print("1000 long-polls: threads \(before.threads) → \(waiting.threads); RSS \(before.residentKiB) KiB → \(waiting.residentKiB) KiB (\(Int(perWaiter)) bytes per waiting presenter)")
             #expect(server.stop() == 0)

@@ -63,7 +63,8 @@ struct GestureTests {
         (#"{"translation":100000.01}"#, "translation"),
         (#"{"translation":-1e6}"#, "translation"),
         (#"{"translation":1,"velocity":100001}"#, "velocity"),
-        (#"{"translation":1,"velocity":null,"to":"large"}"#, "to"),
+        (#"{"translation":1,"to":"large"}"#, "to"),
+        (#"{"translation":1,"velocity":null}"#, "velocity"),
         (#"{"velocity":10}"#, "translation"),
         (#"{"translation":true}"#, "translation"),
     ])

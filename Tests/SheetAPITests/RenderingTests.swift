@@ -93,3 +93,21 @@ struct SessionIDTests {
         #expect(SessionID(high: .max, low: .max).description == "_____________________w")
     }
 }
+
+@Suite("Metrics labels")
+struct MetricsLabelTests {
+    @Test(arguments: ["/sessions", "/sessions/x", "/sessions/x/drag", "/sessions/x/confirm", "/sessions/x/dismiss",
+                      "/sessions/x/present", "/sessions/x/events", "/healthz", "/metrics", "/openapi.yaml"])
+    func routeIndexMatchesTemplate(_ path: String) throws {
+        let route = try #require(Route(path: path))
+        #expect(Metrics.routes[Metrics.routeIndex(route)] == route.template)
+    }
+
+    @Test func unknownRoutesAreUnmatched() {
+        #expect(Metrics.routes[Metrics.routeIndex(nil)] == "unmatched")
+        #expect(Route(path: "/sessions/") == nil)
+        #expect(Route(path: "/sessions//drag") == nil)
+        #expect(Route(path: "/sessions/x/drag/more") == nil)
+        #expect(Route(path: "/sessions/x/") == nil)
+    }
+}

@@ -75,6 +75,11 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
+            // Most strings here (ids, detents, timestamps) need no escaping: copy them in one go.
+            if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }) {
+                bytes.append(contentsOf: utf8)
+                return
+            }
             for byte in utf8 {
                 switch byte {
                 case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)

@@ -46,9 +46,39 @@ final class Metrics: Sendable {
         gestureTargets = cells(2)
     }
 
-    func recordRequest(route: String?, method: String, status: Int, seconds: Double) {
-        let routeIndex = route.flatMap { Self.routes.firstIndex(of: $0) } ?? Self.routes.count - 1
-        let methodIndex = Self.methods.firstIndex(of: method) ?? Self.methods.count - 1
+    /// Where each route's counters are: `routes` in the order of `Route.template`'s cases.
+    static func routeIndex(_ route: Route?) -> Int {
+        switch route {
+        case .sessions?: 0
+        case .session?: 1
+        case .action(_, let action)?:
+            switch action {
+            case .drag: 2
+            case .confirm: 3
+            case .dismiss: 4
+            case .present: 5
+            }
+        case .events?: 6
+        case .health?: 7
+        case .metrics?: 8
+        case .openAPI?: 9
+        case nil: 10
+        }
+    }
+
+    static func methodIndex(_ method: String) -> Int {
+        switch method {
+        case "GET": 0
+        case "POST": 1
+        case "DELETE": 2
+        case "HEAD": 3
+        default: 4
+        }
+    }
+
+    func recordRequest(route: Route?, method: String, status: Int, seconds: Double) {
+        let routeIndex = Self.routeIndex(route)
+        let methodIndex = Self.methodIndex(method)
         let statusIndex = Self.statuses.firstIndex(of: status) ?? Self.statuses.count - 1
         requests[(routeIndex * Self.methods.count + methodIndex) * Self.statuses.count + statusIndex].add()
         let bucket = Self.buckets.firstIndex { seconds <= $0 } ?? Self.buckets.count

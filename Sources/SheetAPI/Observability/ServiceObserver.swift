@@ -37,40 +37,36 @@ public final class ServiceObserver: Sendable {
 
     var openConnections: Int { connectionSource.withLock { $0 }?() ?? 0 }
 
-    func completed(_ record: HTTPExchangeRecord, route: String?) {
+    func completed(_ record: HTTPExchangeRecord, route parsed: Route?) {
         let seconds = Double((record.finished - record.started).components.attoseconds) / 1e18
             + Double((record.finished - record.started).components.seconds)
-        metrics.recordRequest(route: route, method: record.head.method.rawValue, status: record.status, seconds: seconds)
         let needed: LogLevel = record.status >= 500 ? .error : record.status >= 400 ? .warn : .info
+        metrics.recordRequest(route: parsed, method: record.head.method.rawValue, status: record.status, seconds: seconds)
         guard needed >= level, level != .off else { return }
-        log.write(line(record, route: route, seconds: seconds))
+        log.write(line(record, route: parsed?.template, seconds: seconds))
     }
 
     /// A fault of the server itself (not of a request): always logged unless logging is off.
     public func serverError(_ message: String) {
         guard level != .off else { return }
-        switch format {
-        case .text: log.write("\(Self.now()) ERROR \(message)\n")
-        case .json:
-            var writer = JSONWriter(capacity: 128)
-            writer.beginObject()
-            writer.key("time"); writer.string(Self.now())
-            writer.key("level"); writer.string("error")
-            writer.key("message"); writer.string(message)
-            writer.endObject()
-            log.write(String(decoding: writer.bytes, as: UTF8.self) + "\n")
-        }
+        event(message, level: .error)
     }
 
     public func info(_ message: String) {
         guard level <= .info else { return }
+        event(message, level: .info)
+    }
+
+    /// A line about the server (not a request), in the configured format.
+    private func event(_ message: String, level: LogLevel) {
         switch format {
-        case .text: log.write("\(Self.now()) \(message)\n")
+        case .text:
+            log.write("\(Self.now()) \(level == .error ? "ERROR " : "")\(message)\n")
         case .json:
             var writer = JSONWriter(capacity: 128)
             writer.beginObject()
             writer.key("time"); writer.string(Self.now())
-            writer.key("level"); writer.string("info")
+            writer.key("level"); writer.string(level.rawValue)
             writer.key("message"); writer.string(message)
             writer.endObject()
             log.write(String(decoding: writer.bytes, as: UTF8.self) + "\n")

@@ -1,0 +1,22 @@
+/*
+ * CSQLite: the system SQLite (Debian libsqlite3-dev) for Swift.
+ *
+ * SQLITE_TRANSIENT and SQLITE_STATIC are casts of integers to function pointers, which Swift
+ * cannot import; these inline functions hand them over as values.
+ */
+#ifndef SHEETD_CSQLITE_SHIM_H
+#define SHEETD_CSQLITE_SHIM_H
+
+#include <sqlite3.h>
+
+/* Tells sqlite3_bind_* to copy the bytes before returning: the Swift buffer may move after. */
+static inline sqlite3_destructor_type sheetd_sqlite_transient(void) {
+    return SQLITE_TRANSIENT;
+}
+
+/* Tells sqlite3_bind_* the bytes outlive the statement's next step (no copy). */
+static inline sqlite3_destructor_type sheetd_sqlite_static(void) {
+    return SQLITE_STATIC;
+}
+
+#endif /* SHEETD_CSQLITE_SHIM_H */

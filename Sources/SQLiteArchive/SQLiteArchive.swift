@@ -1,0 +1,593 @@
+import CSQLite
+import Dispatch
+import Foundation
+import Glibc
+import SessionStore
+import SheetCore
+import Synchronization
+
+/// Sessions kept in one SQLite file (`sheetd.sqlite3` in the data directory), WAL mode.
+///
+/// Group commit: shards submit changes to an in-memory queue (never blocking); one dedicated
+/// writer thread — not a Swift concurrency thread, so disk waits never stall the cooperative pool
+/// — takes everything queued, writes it in one transaction, commits, and completes the one
+/// `ArchiveCommit` that every change of the group waits on. Changes that arrive while a commit is
+/// running form the next group, so a group is flushed as soon as the previous one is done: no
+/// timer, no added latency when idle, bigger groups (fewer syncs) under load. Groups commit in
+/// submission order.
+///
+/// A commit that fails stops the process (after saying why): in-memory state is then ahead of the
+/// file, and only a restart from the file is consistent with what was acknowledged.
+// @unchecked Sendable: the connection, statements, encoder and compaction state are used by `load()` before the first submit and then only by the writer thread (started by that submit, which orders the hand-over); what threads share is in `queue` (a Mutex) or atomic.
+public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
+    /// `PRAGMA synchronous`: `normal` survives a crash of the process (the WAL is written before
+    /// the commit returns, synced at checkpoints); `full` also survives losing power (each commit
+    /// syncs the WAL).
+    public enum Synchronous: String, Sendable, CaseIterable {
+        case normal, full
+    }
+
+    public struct Options: Sendable {
+        public var synchronous = Synchronous.normal
+        /// How long a write waits for a lock held by another connection (a backup, say).
+        public var busyTimeoutMilliseconds: Int32 = 5000
+        /// SQLite's page cache, in KiB.
+        public var cacheKiB = 65_536
+        /// How much of the file reads may map instead of copying (`PRAGMA mmap_size`).
+        public var mmapBytes = 1 << 30
+        /// WAL pages after which a commit copies them back into the main file.
+        public var checkpointPages = 4_000
+        /// The WAL file is cut back to this size after a checkpoint has emptied it.
+        public var walBytesKept = 32 << 20
+        /// How often the writer gives freed pages back to the file system (incremental vacuum).
+        public var vacuumInterval: Duration = .seconds(10)
+        /// Free pages kept for the log to grow into instead of extending the file.
+        public var freePagesKept: Int64 = 1024
+        /// Log rows one compaction step scans: a step runs between two groups, so it is kept short.
+        public var compactionBudget = 512
+        /// Reports a commit that failed; must not return.
+        public var commitFailed: @Sendable (String) -> Never = { message in
+            var line = "sheetd: " + message + "\n"
+            line.withUTF8 { _ = Glibc.write(2, $0.baseAddress, $0.count) }
+            _exit(1)
+        }
+
+        public init() {}
+    }
+
+    public static let fileName = "sheetd.sqlite3"
+
+    /// The database file.
+    public let path: String
+    public let options: Options
+
+    private struct Queue {
+        var changes: [ArchiveChange] = []
+        /// The commit the changes now queued will complete.
+        var commit = ArchiveCommit()
+        /// The writer is parked on `wake` and must be signalled.
+        var writerIdle = false
+        var closing = false
+    }
+
+    private let queue = Mutex(Queue())
+    private let wake = DispatchSemaphore(value: 0)
+    private let writerDone = DispatchSemaphore(value: 0)
+    private let writerStarted = Atomic<Bool>(false)
+    private let lockDescriptor: Int32
+    private var database: SQLiteDatabase?
+    private var statements: Statements?
+    private let encoder = JSONEncoder()
+    private var lastVacuum = ContinuousClock.now
+    /// Each live session's ordinal (how the log names it) and, by ordinal, its newest seq, so
+    /// compaction can tell retained rows from dropped ones with integer lookups.
+    private var ordinals: [SessionID: UInt64] = [:]
+    private var newestSeq: [UInt64: UInt64] = [:]
+    /// Log rows owed to compaction (two per appended row); and where its scan resumes.
+    private var compactionOwed = 0
+    private var compactionCursor: Int64 = 0
+    /// Whether garbage may be left behind the cursor: idle time finishes the pass, then one more
+    /// in which nothing changed, so a quiet file ends up holding only what is retained.
+    private var passNeeded = true
+    private var changedDuringPass = true
+
+    // MARK: Opening
+
+    /// Opens (or creates) `directory/sheetd.sqlite3`, creating the directory if needed.
+    ///
+    /// A file that exists is first checked through a read-only connection, so a file sheetd must
+    /// not use is left exactly as it was: a newer schema, another application's database,
+    /// something that is not SQLite, or a damaged file each give an `ArchiveError` saying which.
+    /// An older schema is migrated. A second sheetd on the same directory is refused.
+    public static func open(directory: String, options: Options = Options()) throws(ArchiveError) -> SQLiteArchive {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw ArchiveError("cannot create the data directory \(directory): \(error.localizedDescription)")
+        }
+        let path = directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
+        let lock = try lockDirectory(directory)
+        do {
+            try check(path)
+            let archive = try SQLiteArchive(path: path, options: options, lockDescriptor: lock)
+            return archive
+        } catch {
+            Glibc.close(lock)
+            throw error
+        }
+    }
+
+    /// One sheetd per data directory: two would each believe their memory is the truth.
+    private static func lockDirectory(_ directory: String) throws(ArchiveError) -> Int32 {
+        let lockPath = (directory.hasSuffix("/") ? directory : directory + "/") + "sheetd.lock"
+        let fd = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw ArchiveError("cannot open \(lockPath): \(String(cString: strerror(errno)))")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let reason = errno == EWOULDBLOCK ? "another sheetd is using \(directory)" : String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw ArchiveError("cannot lock \(lockPath): \(reason)")
+        }
+        return fd
+    }
+
+    /// Read-only look at an existing file: whose it is, which schema, and whether it is intact.
+    static func check(_ path: String) throws(ArchiveError) {
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_size > 0 else { return }   // new (or empty) file
+        let refuse = "refusing to start; the file was left as it is"
+        let database: SQLiteDatabase
+        do {
+            database = try SQLiteDatabase(path: path, flags: SQLITE_OPEN_READONLY)
+        } catch {
+            throw ArchiveError("cannot open \(path): \(error); \(refuse)")
+        }
+        do {
+            let application = Int32(truncatingIfNeeded: try database.integer("PRAGMA application_id"))
+            let version = try database.integer("PRAGMA user_version")
+            let objects = try database.integer("SELECT count(*) FROM sqlite_schema")
+            if application != Schema.applicationID, !(application == 0 && objects == 0) {
+                throw ArchiveError("\(path) is not a sheetd database (SQLite application_id \(application), expected \(Schema.applicationID)); \(refuse)")
+            }
+            if version > Schema.currentVersion {
+                throw ArchiveError("\(path) has schema version \(version), newer than this sheetd knows (\(Schema.currentVersion)): it was written by a newer sheetd; \(refuse)")
+            }
+            let problems = try database.texts("PRAGMA quick_check")
+            if problems != ["ok"] {
+                throw ArchiveError("\(path) is damaged (quick_check: \(problems.prefix(3).joined(separator: "; "))); \(refuse)")
+            }
+        } catch let error as ArchiveError {
+            throw error
+        } catch let error as SQLiteError where error.isNotADatabase {
+            throw ArchiveError("\(path) is not a SQLite database or is damaged (\(error)); \(refuse)")
+        } catch {
+            throw ArchiveError("cannot read \(path): \(error); \(refuse)")
+        }
+    }
+
+    private init(path: String, options: Options, lockDescriptor: Int32) throws(ArchiveError) {
+        self.path = path
+        self.options = options
+        self.lockDescriptor = lockDescriptor
+        do {
+            let database = try SQLiteDatabase(path: path, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            sqlite3_busy_timeout(database.handle, options.busyTimeoutMilliseconds)
+            // Set before the first table exists, which is the only time it takes effect.
+            try database.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            let mode = try database.texts("PRAGMA journal_mode = WAL")
+            guard mode == ["wal"] else { throw ArchiveError("\(path) cannot use WAL mode (journal_mode is \(mode.first ?? "?"))") }
+            try database.execute("PRAGMA synchronous = \(options.synchronous == .full ? "FULL" : "NORMAL")")
+            // Enough page cache for the hot b-tree pages, so a change rarely reads the file, and a
+            // longer WAL between checkpoints: a page changed many times is copied back once.
+            try database.execute("PRAGMA cache_size = -\(options.cacheKiB)")
+            try database.execute("PRAGMA mmap_size = \(options.mmapBytes)")
+            try database.execute("PRAGMA wal_autocheckpoint = \(options.checkpointPages)")
+            try database.execute("PRAGMA journal_size_limit = \(options.walBytesKept)")
+            try Self.migrate(database)
+            self.database = database
+            self.statements = try Statements(database)
+        } catch let error as ArchiveError {
+            throw error
+        } catch {
+            throw ArchiveError("cannot open \(path): \(error)")
+        }
+    }
+
+    /// Brings the schema up to `Schema.currentVersion` in one transaction: all migrations or none.
+    static func migrate(_ database: SQLiteDatabase) throws {
+        try database.execute("BEGIN IMMEDIATE")
+        do {
+            let current = Int(try database.integer("PRAGMA user_version"))
+            for migration in Schema.migrations where migration.version > current {
+                try database.execute(migration.sql)
+            }
+            if current < Schema.currentVersion {
+                try database.execute("PRAGMA user_version = \(Schema.currentVersion)")
+                try database.execute("PRAGMA application_id = \(Schema.applicationID)")
+            }
+            try database.execute("COMMIT")
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: SessionArchive
+
+    public func load() throws(ArchiveError) -> ArchiveContents {
+        do {
+            return try readContents()
+        } catch let error as ArchiveError {
+            throw error
+        } catch {
+            throw ArchiveError("cannot read \(path): \(error)")
+        }
+    }
+
+    public func submit(_ changes: [ArchiveChange]) -> ArchiveCommit {
+        startWriterOnce()
+        let (commit, signal) = queue.withLock { queue -> (ArchiveCommit, Bool) in
+            guard !queue.closing else { return (ArchiveCommit(), false) }   // never completes: nothing is answered after close
+            queue.changes.append(contentsOf: changes)
+            let signal = queue.writerIdle
+            queue.writerIdle = false
+            return (queue.commit, signal)
+        }
+        if signal { wake.signal() }
+        return commit
+    }
+
+    public func close() {
+        let signal = queue.withLock { queue -> Bool in
+            queue.closing = true
+            let signal = queue.writerIdle
+            queue.writerIdle = false
+            return signal
+        }
+        if writerStarted.load(ordering: .acquiring) {
+            if signal { wake.signal() }
+            writerDone.wait()
+        } else {
+            statements = nil
+            database = nil
+        }
+        // Unlock explicitly: a child forked meanwhile may still share the descriptor until it execs.
+        flock(lockDescriptor, LOCK_UN)
+        Glibc.close(lockDescriptor)
+    }
+
+    // MARK: Writer
+
+    /// The writer starts with the first submit, so `load()` has the connection to itself before.
+    private func startWriterOnce() {
+        guard !writerStarted.load(ordering: .acquiring),
+              writerStarted.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        let thread = Thread { [self] in runWriter() }
+        thread.name = "sheetd-archive"
+        thread.start()
+    }
+
+    private func runWriter() {
+        var batch: [ArchiveChange] = []
+        while true {
+            let next = ArchiveCommit()
+            let taken = queue.withLock { queue -> (commit: ArchiveCommit?, stop: Bool) in
+                if queue.changes.isEmpty {
+                    if queue.closing { return (nil, true) }
+                    queue.writerIdle = true
+                    return (nil, false)
+                }
+                swap(&queue.changes, &batch)   // the emptied buffer goes back, keeping its capacity
+                let commit = queue.commit
+                queue.commit = next
+                return (commit, false)
+            }
+            if taken.stop { break }
+            guard let commit = taken.commit else {
+                // Idle. After a quiet spell, catch up on compaction; between groups under load the
+                // gaps are short, and compaction there would only delay the next group.
+                if compactionOwed > 0 || passNeeded {
+                    if wake.wait(timeout: .now() + .milliseconds(20)) == .timedOut { compact(budget: options.compactionBudget) }
+                } else {
+                    wake.wait()
+                }
+                continue
+            }
+            do {
+                try write(batch)
+            } catch {
+                options.commitFailed("cannot commit to \(path): \(error); stopping, so that nothing that is not stored is acknowledged")
+            }
+            commit.complete()
+            batch.removeAll(keepingCapacity: true)
+            // Housekeeping runs between groups, in transactions of its own, after the answers.
+            if compactionOwed >= options.compactionBudget { compact(budget: options.compactionBudget) }
+            vacuumIfDue()
+        }
+        compact(budget: options.compactionBudget)
+        // Closing the connection checkpoints the WAL into the main file.
+        statements = nil
+        database = nil
+        writerDone.signal()
+    }
+
+    /// One transaction for a whole group of changes, in the order they were submitted.
+    private func write(_ changes: [ArchiveChange]) throws {
+        guard let s = statements else { return }
+        try s.begin.run()
+        do {
+            var highestOrdinal: UInt64 = 0
+            for change in changes {
+                switch change {
+                case let .created(id, ordinal, sheet, lastAccess):
+                    let text = id.description
+                    s.insertSession.bind(1, text)
+                    s.insertSession.bind(2, ordinal)
+                    s.insertSession.bind(3, String(decoding: try encoder.encode(sheet.configuration), as: UTF8.self))
+                    s.insertSession.bind(4, sheet.createdAt.millisecondsSince1970)
+                    s.insertSession.bind(5, lastAccess)
+                    try s.insertSession.run()
+                    let state = ArchivedState(sheet)
+                    for event in sheet.events { try append(event, state, of: ordinal, s) }
+                    ordinals[id] = ordinal
+                    newestSeq[ordinal] = sheet.version
+                    highestOrdinal = max(highestOrdinal, ordinal)
+                case let .changed(id, state, events, _):
+                    // Appended rows only: the event's time is the session's last access, and the
+                    // newest row's state is the session's state, so no session row is rewritten.
+                    guard let ordinal = ordinals[id] else { continue }   // deleted before this change committed
+                    for event in events { try append(event, state, of: ordinal, s) }
+                    newestSeq[ordinal] = state.version
+                case let .deleted(id):
+                    // Its log rows are garbage from now on; compaction removes them.
+                    s.deleteSession.bind(1, id.description)
+                    try s.deleteSession.run()
+                    if let ordinal = ordinals.removeValue(forKey: id), let newest = newestSeq.removeValue(forKey: ordinal) {
+                        compactionOwed += Int(min(newest, UInt64(Sheet.retainedEvents)))
+                        changedDuringPass = true
+                    }
+                case let .touched(id, lastAccess):
+                    s.touchSession.bind(1, lastAccess)
+                    s.touchSession.bind(2, id.description)
+                    try s.touchSession.run()
+                case let .keyStored(key):
+                    s.storeKey.bind(1, key.scope?.description ?? "")
+                    s.storeKey.bind(2, key.key)
+                    s.storeKey.bind(3, key.fingerprintValue)
+                    s.storeKey.bind(4, key.fingerprintCheck)
+                    s.storeKey.bind(5, key.storedAt.millisecondsSince1970)
+                    s.storeKey.bind(6, key.answer.status)
+                    s.storeKey.bind(7, String(decoding: try encoder.encode(key.answer.headers), as: UTF8.self))
+                    s.storeKey.bind(8, bytes: key.answer.body)
+                    try s.storeKey.run()
+                case let .keyDropped(scope, key):
+                    s.dropKey.bind(1, scope?.description ?? "")
+                    s.dropKey.bind(2, key)
+                    try s.dropKey.run()
+                case let .keysExpired(before):
+                    s.expireKeys.bind(1, before)
+                    try s.expireKeys.run()
+                }
+            }
+            if highestOrdinal > 0 {
+                s.raiseOrdinal.bind(1, highestOrdinal)
+                try s.raiseOrdinal.run()
+            }
+            try s.commit.run()
+        } catch {
+            try? s.rollback.run()
+            throw error
+        }
+    }
+
+    /// Appends one event row; `state` is the session's state after the change that recorded it.
+    private func append(_ event: SheetEvent, _ state: ArchivedState, of ordinal: UInt64, _ s: Statements) throws {
+        let statement = s.appendEvent
+        statement.bind(1, ordinal)
+        statement.bind(2, event.seq)
+        statement.bind(3, String(decoding: try encoder.encode(event), as: UTF8.self))
+        statement.bind(4, state.phase.rawValue)
+        statement.bind(5, state.detent.description)
+        statement.bind(6, state.presentation)
+        statement.bind(7, state.dismissReason?.rawValue)
+        try statement.run()
+        compactionOwed += 2
+        changedDuringPass = true
+    }
+
+    /// One step of the log's compaction: scans up to `budget` rows from where the last step
+    /// stopped (oldest first, wrapping at the end) and deletes those no one will read again —
+    /// rows of deleted sessions and rows older than their session's newest 256. Each appended row
+    /// owes two rows of scanning, so the pass keeps up with the appends and the log stays about
+    /// the size of what is retained. A failure here loses nothing: the rows are read past on load.
+    private func compact(budget: Int) {
+        guard let s = statements else { return }
+        compactionOwed = max(0, compactionOwed - budget)
+        do {
+            try s.begin.run()
+            s.scanLog.bind(1, compactionCursor)
+            s.scanLog.bind(2, budget)
+            var dead: [Int64] = []
+            var scanned = 0
+            var last = compactionCursor
+            while try s.scanLog.step() {
+                scanned += 1
+                last = s.scanLog.int64(0)
+                let seq = UInt64(bitPattern: s.scanLog.int64(2))
+                if let newest = newestSeq[UInt64(bitPattern: s.scanLog.int64(1))], seq + UInt64(Sheet.retainedEvents) > newest { continue }
+                dead.append(last)
+            }
+            s.scanLog.reset()
+            for row in dead {
+                s.deleteLogRow.bind(1, row)
+                try s.deleteLogRow.run()
+            }
+            try s.commit.run()
+            if scanned < budget {
+                // A whole pass is done; if nothing changed while it ran, the log is clean.
+                compactionCursor = 0
+                passNeeded = changedDuringPass
+                changedDuringPass = false
+            } else {
+                compactionCursor = last
+            }
+        } catch {
+            s.scanLog.reset()
+            try? s.rollback.run()
+        }
+    }
+
+    /// Gives free pages back now and then, so the file does not keep the size of its busiest day.
+    /// A few free pages stay: the log's next appends reuse them.
+    private func vacuumIfDue() {
+        guard ContinuousClock.now - lastVacuum >= options.vacuumInterval, let database else { return }
+        lastVacuum = .now
+        do {
+            let free = try database.integer("PRAGMA freelist_count")
+            if free > options.freePagesKept {
+                try database.execute("PRAGMA incremental_vacuum(\(free - Int64(options.freePagesKept)))")
+            }
+        } catch {
+            // Not fatal: the pages stay free inside the file and are reused by later writes.
+        }
+    }
+
+    // MARK: Reading back
+
+    private func readContents() throws -> ArchiveContents {
+        guard let database else { throw ArchiveError("\(path) is closed") }
+        var contents = ArchiveContents()
+        contents.highestOrdinal = UInt64(bitPattern: try database.integer("SELECT coalesce(max(value), 0) FROM meta WHERE name = 'highest_ordinal'"))
+
+        struct Row {
+            var ordinal: UInt64
+            var configuration: String
+            var createdAt: Int64
+            var lastAccess: Int64
+            /// Newest retained event bodies, in log order (which is seq order within a session).
+            var events: [(seq: UInt64, body: String)] = []
+            var state: (phase: String, detent: String, presentation: Int64, dismissReason: String?)?
+        }
+        var rows: [UInt64: Row] = [:]
+        var ids: [UInt64: SessionID] = [:]
+        let sessions = try database.prepare("SELECT id, ordinal, configuration, created_at, last_access FROM sessions")
+        while try sessions.step() {
+            let text = sessions.text(0) ?? ""
+            guard let id = SessionID(text) else { throw ArchiveError("\(path) holds a session with an impossible id \"\(text)\"") }
+            let ordinal = UInt64(bitPattern: sessions.int64(1))
+            guard ids.updateValue(id, forKey: ordinal) == nil else { throw ArchiveError("\(path) holds two sessions with ordinal \(ordinal)") }
+            rows[ordinal] = Row(ordinal: ordinal, configuration: sessions.text(2) ?? "null",
+                                createdAt: sessions.int64(3), lastAccess: sessions.int64(4))
+        }
+        // The log in append order; rows of deleted sessions wait there for compaction.
+        let log = try database.prepare("SELECT session, seq, body, phase, detent, presentation, dismiss_reason FROM event_log ORDER BY id")
+        let keep = Sheet.retainedEvents
+        while try log.step() {
+            let id = UInt64(bitPattern: log.int64(0))
+            guard rows[id] != nil else { continue }
+            rows[id]!.events.append((UInt64(bitPattern: log.int64(1)), log.text(2) ?? ""))
+            rows[id]!.state = (log.text(3) ?? "", log.text(4) ?? "", log.int64(5), log.isNull(6) ? nil : log.text(6))
+            if rows[id]!.events.count >= 2 * keep { rows[id]!.events.removeFirst(keep) }
+        }
+
+        let decoder = JSONDecoder()
+        contents.sessions.reserveCapacity(rows.count)
+        for (ordinal, var row) in rows {
+            let id = ids[ordinal]!
+            guard let state = row.state else {
+                throw ArchiveError("\(path): session \(id) has no events; refusing to start rather than guess its state")
+            }
+            if row.events.count > keep { row.events.removeFirst(row.events.count - keep) }
+            let created = Timestamp(millisecondsSince1970: row.createdAt)
+            var json = "{\"configuration\":" + row.configuration
+            json += ",\"phase\":" + quoted(state.phase)
+            json += ",\"detent\":" + quoted(state.detent)
+            json += ",\"presentation\":" + String(state.presentation)
+            if let reason = state.dismissReason { json += ",\"dismissReason\":" + quoted(reason) }
+            json += ",\"createdAt\":" + quoted(created.rfc3339)
+            json += ",\"events\":[" + row.events.map(\.body).joined(separator: ",") + "]}"
+            let sheet: Sheet
+            do {
+                sheet = try decoder.decode(Sheet.self, from: Data(json.utf8))
+            } catch {
+                throw ArchiveError("\(path): session \(id) cannot be read back (\(error)); refusing to start rather than lose it")
+            }
+            ordinals[id] = ordinal
+            newestSeq[ordinal] = sheet.version
+            // A change writes no session row: its event's time is when the session was last used.
+            let lastAccess = max(row.lastAccess, sheet.updatedAt.millisecondsSince1970)
+            contents.sessions.append(RestoredSession(id: id, ordinal: row.ordinal, sheet: sheet, lastAccess: lastAccess))
+        }
+
+        let keys = try database.prepare("""
+            SELECT scope, key, fingerprint_value, fingerprint_check, stored_at, status, headers, body
+            FROM idempotency ORDER BY stored_at
+            """)
+        while try keys.step() {
+            let scopeText = keys.text(0) ?? ""
+            let scope = scopeText.isEmpty ? nil : SessionID(scopeText)
+            if !scopeText.isEmpty, scope == nil { continue }
+            let headers = (try? decoder.decode([String: String].self, from: Data((keys.text(6) ?? "{}").utf8))) ?? [:]
+            contents.keys.append(ArchivedKey(
+                scope: scope, key: keys.text(1) ?? "",
+                fingerprintValue: UInt64(bitPattern: keys.int64(2)), fingerprintCheck: UInt64(bitPattern: keys.int64(3)),
+                answer: StoredAnswer(status: Int(keys.int64(5)), headers: headers, body: keys.bytes(7)),
+                storedAt: Timestamp(millisecondsSince1970: keys.int64(4))))
+        }
+        // Start compaction with a full pass over what the last run left.
+        compactionOwed = Int(try database.integer("SELECT count(*) FROM event_log"))
+        return contents
+    }
+
+    /// A JSON string literal; stored strings are detents, phases and reasons, but escape anyway.
+    private func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// Every statement the writer runs, prepared once.
+private final class Statements {
+    let begin, commit, rollback: SQLiteStatement
+    let insertSession, touchSession, deleteSession: SQLiteStatement
+    let appendEvent, scanLog, deleteLogRow: SQLiteStatement
+    let storeKey, dropKey, expireKeys: SQLiteStatement
+    let raiseOrdinal: SQLiteStatement
+
+    init(_ db: SQLiteDatabase) throws(SQLiteError) {
+        begin = try db.prepare("BEGIN IMMEDIATE")
+        commit = try db.prepare("COMMIT")
+        rollback = try db.prepare("ROLLBACK")
+        insertSession = try db.prepare("""
+            INSERT INTO sessions (id, ordinal, configuration, created_at, last_access) VALUES (?1, ?2, ?3, ?4, ?5)
+            """)
+        touchSession = try db.prepare("UPDATE sessions SET last_access = max(last_access, ?1) WHERE id = ?2")
+        deleteSession = try db.prepare("DELETE FROM sessions WHERE id = ?1")
+        appendEvent = try db.prepare("""
+            INSERT INTO event_log (session, seq, body, phase, detent, presentation, dismiss_reason)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+            """)
+        scanLog = try db.prepare("SELECT id, session, seq FROM event_log WHERE id > ?1 ORDER BY id LIMIT ?2")
+        deleteLogRow = try db.prepare("DELETE FROM event_log WHERE id = ?1")
+        storeKey = try db.prepare("""
+            INSERT OR REPLACE INTO idempotency (scope, key, fingerprint_value, fingerprint_check, stored_at, status, headers, body)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            """)
+        dropKey = try db.prepare("DELETE FROM idempotency WHERE scope = ?1 AND key = ?2")
+        expireKeys = try db.prepare("DELETE FROM idempotency WHERE stored_at < ?1")
+        raiseOrdinal = try db.prepare("""
+            INSERT INTO meta (name, value) VALUES ('highest_ordinal', ?1)
+            ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)
+            """)
+    }
+}

@@ -1,0 +1,191 @@
+import SheetCore
+import Synchronization
+
+/// Where sessions outlive the process. The shards stay the only writers of their sessions: they
+/// change a session in memory, hand the change to the archive in the same actor turn, and answer
+/// only once `ArchiveCommit` says the change is committed. Another backend implements this
+/// protocol; nothing above the store knows which one runs.
+///
+/// An archive that cannot commit a change must not complete its commit: it stops the process
+/// (after saying why on standard error), so nothing unrecorded is ever acknowledged, and a
+/// restart carries on from what was committed.
+public protocol SessionArchive: AnyObject, Sendable {
+    /// Everything stored, read once at start-up before any request is served.
+    func load() throws(ArchiveError) -> ArchiveContents
+
+    /// Queues `changes` behind everything submitted before and returns the commit that makes them
+    /// durable. Never blocks: shards call it inside their actor turn, which is what keeps each
+    /// session's changes in the order they happened. Commits complete in submission order.
+    func submit(_ changes: [ArchiveChange]) -> ArchiveCommit
+
+    /// Commits what is queued, then releases the storage. Nothing may be submitted afterwards.
+    func close()
+}
+
+/// One change to what is stored. A request's changes are submitted together and commit together,
+/// so an action and the idempotency answer it produced are never stored one without the other.
+public enum ArchiveChange: Sendable {
+    /// A new session, with its first event.
+    case created(SessionID, ordinal: UInt64, sheet: Sheet, lastAccess: Int64)
+    /// A session's new state after an action, and the events the action appended. Only the
+    /// changed scalars travel, not the `Sheet`, so the shard's next change to the session does
+    /// not have to copy its event log.
+    case changed(SessionID, state: ArchivedState, events: [SheetEvent], lastAccess: Int64)
+    case deleted(SessionID)
+    /// A session was read: remember when, for the idle sweep after a restart.
+    case touched(SessionID, lastAccess: Int64)
+    case keyStored(ArchivedKey)
+    /// Dropped from a ledger because it was full; the stored row goes too.
+    case keyDropped(scope: SessionID?, key: String)
+    /// Keys first used before this instant (milliseconds since 1970) are past their lifetime.
+    case keysExpired(before: Int64)
+}
+
+/// What of a `Sheet` an action can change; the configuration and creation time never change.
+public struct ArchivedState: Sendable, Hashable {
+    public var phase: Phase
+    public var detent: Detent
+    public var presentation: Int
+    public var dismissReason: DismissReason?
+    public var version: UInt64
+
+    public init(_ sheet: Sheet) {
+        phase = sheet.phase
+        detent = sheet.detent
+        presentation = sheet.presentation
+        dismissReason = sheet.dismissReason
+        version = sheet.version
+    }
+}
+
+/// An idempotency key and the first answer given for it.
+public struct ArchivedKey: Sendable, Hashable {
+    /// The session the key was used on; nil for `POST /sessions` (global scope).
+    public var scope: SessionID?
+    public var key: String
+    /// The two halves of the request's fingerprint (method, path and body hashed).
+    public var fingerprintValue: UInt64
+    public var fingerprintCheck: UInt64
+    public var answer: StoredAnswer
+    public var storedAt: Timestamp
+
+    public init(scope: SessionID?, key: String, fingerprintValue: UInt64, fingerprintCheck: UInt64,
+                answer: StoredAnswer, storedAt: Timestamp) {
+        self.scope = scope
+        self.key = key
+        self.fingerprintValue = fingerprintValue
+        self.fingerprintCheck = fingerprintCheck
+        self.answer = answer
+        self.storedAt = storedAt
+    }
+
+    init(scope: SessionID?, request: IdempotencyRequest, answer: StoredAnswer, storedAt: Timestamp) {
+        self.init(scope: scope, key: request.key, fingerprintValue: request.fingerprint.value,
+                  fingerprintCheck: request.fingerprint.check, answer: answer, storedAt: storedAt)
+    }
+
+    var ledgerKey: IdempotencyLedger.Key { IdempotencyLedger.Key(scope: scope, key: key) }
+    var fingerprint: IdempotencyLedger.Fingerprint {
+        IdempotencyLedger.Fingerprint(value: fingerprintValue, check: fingerprintCheck)
+    }
+}
+
+/// A stored session as start-up reads it back.
+public struct RestoredSession: Sendable {
+    public var id: SessionID
+    public var ordinal: UInt64
+    public var sheet: Sheet
+    public var lastAccess: Int64
+
+    public init(id: SessionID, ordinal: UInt64, sheet: Sheet, lastAccess: Int64) {
+        self.id = id
+        self.ordinal = ordinal
+        self.sheet = sheet
+        self.lastAccess = lastAccess
+    }
+}
+
+/// Everything an archive holds.
+public struct ArchiveContents: Sendable {
+    public var sessions: [RestoredSession]
+    /// Oldest first, so the ledgers forget the oldest first again.
+    public var keys: [ArchivedKey]
+    /// The largest ordinal ever given, deleted sessions included, so list cursors handed out
+    /// before a restart never see a new session slip in behind them.
+    public var highestOrdinal: UInt64
+
+    public init(sessions: [RestoredSession] = [], keys: [ArchivedKey] = [], highestOrdinal: UInt64 = 0) {
+        self.sessions = sessions
+        self.keys = keys
+        self.highestOrdinal = highestOrdinal
+    }
+}
+
+/// Why an archive could not be opened or read. The message is meant for an operator.
+public struct ArchiveError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Completes when a group of submitted changes is committed; any number of tasks may wait on it.
+/// One object serves every change of a group commit, so waiting costs no allocation per request.
+public final class ArchiveCommit: Sendable {
+    private struct State {
+        var committed = false
+        var waiters: [UnsafeContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+    /// Read without the lock on the fast path (a commit already done, or the volatile archive).
+    private let done = Atomic<Bool>(false)
+
+    public init() {}
+
+    /// A commit that is already complete: what an archive that keeps nothing returns.
+    public static let immediate: ArchiveCommit = {
+        let commit = ArchiveCommit()
+        commit.complete()
+        return commit
+    }()
+
+    public var isCommitted: Bool { done.load(ordering: .acquiring) }
+
+    /// Returns once the commit is complete. Unsafe continuations: each is resumed exactly once,
+    /// by `complete` or right here when the commit finished before it could be parked.
+    public func wait() async {
+        if isCommitted { return }
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            let parked = state.withLock { state -> Bool in
+                guard !state.committed else { return false }
+                state.waiters.append(continuation)
+                return true
+            }
+            if !parked { continuation.resume() }
+        }
+    }
+
+    /// Marks the commit complete and resumes everyone waiting. Called once, by the archive.
+    public func complete() {
+        let waiters = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
+            state.committed = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        done.store(true, ordering: .releasing)
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// The archive of `--memory`: keeps nothing, so every commit is complete at once and sessions
+/// live exactly as long as the process.
+public final class VolatileArchive: SessionArchive {
+    public init() {}
+    public func load() throws(ArchiveError) -> ArchiveContents { ArchiveContents() }
+    public func submit(_ changes: [ArchiveChange]) -> ArchiveCommit { .immediate }
+    public func close() {}
+}

@@ -1,0 +1,296 @@
+import CSQLite
+import Foundation
+import SessionStore
+import SheetCore
+@testable import SQLiteArchive
+import Testing
+
+/// A fresh, empty directory under the system's temporary directory, removed by `cleanup`.
+struct TemporaryDirectory {
+    let path: String
+
+    init() throws {
+        path = NSTemporaryDirectory() + "sheetd-archive-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    var file: String { path + "/" + SQLiteArchive.fileName }
+
+    func cleanup() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+let t0 = Timestamp(millisecondsSince1970: 1_764_422_931_123)
+
+func seedConfiguration() throws -> SheetConfiguration {
+    try SheetConfiguration(detents: [.large, .medium], defaultDetent: .large, thresholdDetent: .height(300))
+}
+
+/// Applies `action` to `sheet` and returns the change the shard would submit.
+func step(_ sheet: inout Sheet, _ id: SessionID, _ action: SheetAction, at ms: Int64) throws -> ArchiveChange {
+    let outcome = try sheet.apply(action, now: Timestamp(millisecondsSince1970: ms))
+    return .changed(id, state: ArchivedState(sheet), events: outcome.events, lastAccess: ms)
+}
+
+func answer(_ text: String, status: Int = 200) -> StoredAnswer {
+    StoredAnswer(status: status, headers: ["Content-Type": "application/json; charset=utf-8", "ETag": "\"2\""],
+                 body: Array(text.utf8))
+}
+
+@Suite("SQLite archive")
+struct SQLiteArchiveTests {
+    @Test func roundTripKeepsEverySessionAndKey() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let config = try seedConfiguration()
+
+        // A long-lived session: 300 changes, so the file must keep exactly the newest 256 events.
+        let busyID = SessionID.random()
+        var busy = Sheet(configuration: config, now: t0)
+        // One waiting for a confirmation, one dismissed, one deleted.
+        let askingID = SessionID.random()
+        var asking = Sheet(configuration: config, now: t0)
+        let goneID = SessionID.random()
+        let dismissedID = SessionID.random()
+        var dismissed = Sheet(configuration: config, now: t0)
+
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        #expect(try archive.load().sessions.isEmpty)
+        var commits: [ArchiveCommit] = []
+        commits.append(archive.submit([
+            .created(busyID, ordinal: 1, sheet: busy, lastAccess: 10),
+            .created(askingID, ordinal: 2, sheet: asking, lastAccess: 11),
+            .created(dismissedID, ordinal: 3, sheet: dismissed, lastAccess: 12),
+            .created(goneID, ordinal: 4, sheet: Sheet(configuration: config, now: t0), lastAccess: 13),
+        ]))
+        for index in 0..<300 {
+            let to: Detent = index % 2 == 0 ? .medium : .large
+            commits.append(archive.submit([try step(&busy, busyID, .drag(.detent(to)), at: 1000 + Int64(index))]))
+        }
+        commits.append(archive.submit([try step(&asking, askingID, .drag(.detent(.height(300))), at: 2000)]))
+        commits.append(archive.submit([try step(&dismissed, dismissedID, .dismiss(.programmatic), at: 2001)]))
+        commits.append(archive.submit([.deleted(goneID)]))
+        let scoped = ArchivedKey(scope: askingID, key: "drag-1", fingerprintValue: .max, fingerprintCheck: 7,
+                                 answer: answer(#"{"ok":true}"#), storedAt: Timestamp(millisecondsSince1970: 3000))
+        let global = ArchivedKey(scope: nil, key: "create-1", fingerprintValue: 1, fingerprintCheck: 2,
+                                 answer: answer(#"{"id":"x"}"#, status: 201), storedAt: Timestamp(millisecondsSince1970: 2999))
+        let dropped = ArchivedKey(scope: nil, key: "create-0", fingerprintValue: 1, fingerprintCheck: 2,
+                                  answer: answer(""), storedAt: Timestamp(millisecondsSince1970: 2998))
+        commits.append(archive.submit([.keyStored(dropped), .keyStored(global), .keyStored(scoped),
+                                       .keyDropped(scope: nil, key: "create-0"),
+                                       .touched(dismissedID, lastAccess: 5000)]))
+        for commit in commits { await commit.wait() }
+        archive.close()
+
+        let reopened = try SQLiteArchive.open(directory: directory.path)
+        defer { reopened.close() }
+        let contents = try reopened.load()
+        let byID = Dictionary(uniqueKeysWithValues: contents.sessions.map { ($0.id, $0) })
+        #expect(contents.sessions.count == 3)
+        #expect(byID[goneID] == nil)
+        // Sheet is Hashable over its whole state: configuration, phase, detent, presentation, the log.
+        #expect(byID[busyID]?.sheet == busy)
+        #expect(byID[busyID]?.sheet.version == 301)
+        #expect(byID[busyID]?.sheet.events.count == Sheet.retainedEvents)
+        #expect(byID[busyID]?.sheet.events.first?.seq == 301 - 255)
+        #expect(byID[askingID]?.sheet == asking)
+        #expect(byID[askingID]?.sheet.phase == .confirming)
+        #expect(byID[dismissedID]?.sheet == dismissed)
+        #expect(byID[dismissedID]?.lastAccess == 5000)
+        #expect(byID[busyID]?.lastAccess == 1299)
+        #expect(byID[busyID]?.ordinal == 1)
+        // The deleted session had the highest ordinal; it is still remembered.
+        #expect(contents.highestOrdinal == 4)
+        #expect(contents.keys == [global, scoped])
+        // Once compacted (closing runs a step, which covers this small log), the log holds only
+        // what is retained: 256 rows of the busy session, 2 each of the other two, none of the deleted one.
+        let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)
+        #expect(try database.integer("SELECT count(*) FROM event_log") == 256 + 2 + 2)
+    }
+
+    @Test func storeCarriesOnAfterReopening() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let config = try seedConfiguration()
+
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        let store = SessionStore(archive: archive, restoring: try archive.load())
+        let first = try await store.create(config)
+        let second = try await store.create(config)
+        _ = try await store.apply(.drag(.detent(.medium)), to: first.id)
+        _ = try await store.apply(.drag(.detent(.height(300))), to: first.id)
+        let request = IdempotencyRequest(key: "k1", method: "POST", path: "/sessions/\(second.id)/dismiss", body: [])
+        let applied = try await store.apply(.dismiss(.done), to: second.id, ifMatch: nil, idempotency: request) { _ in
+            answer("first answer")
+        }
+        #expect(!applied.replayed)
+        let before = try await store.session(first.id)
+        let third = try await store.create(config)
+        try await store.delete(third.id)
+        await store.close()
+
+        let again = try SQLiteArchive.open(directory: directory.path)
+        let restored = SessionStore(archive: again, restoring: try again.load())
+        let after = try await restored.session(first.id)
+        #expect(after.sheet == before.sheet)
+        #expect(after.sheet.phase == .confirming)
+        #expect(restored.sessionCount == 2)
+        // The idempotency answer survived: a retry is replayed, not applied again.
+        let retried = try await restored.apply(.dismiss(.done), to: second.id, ifMatch: nil, idempotency: request) { _ in
+            answer("second answer")
+        }
+        #expect(retried.replayed)
+        #expect(retried.answer.body == Array("first answer".utf8))
+        // Ordinals continue past every one given before, the deleted third included.
+        let fourth = try await restored.create(config)
+        let page = await restored.list(phase: nil, after: 0, limit: 10)
+        #expect(page.sessions.map(\.id) == [first.id, second.id, fourth.id])
+        let tail = await restored.list(phase: nil, after: 3, limit: 10)
+        #expect(tail.sessions.map(\.id) == [fourth.id])
+        // Confirm, then the events continue from where they stopped.
+        let confirmed = try await restored.apply(.confirm(.cancel), to: first.id)
+        #expect(confirmed.outcome.events.map(\.seq) == [4])
+        await restored.close()
+    }
+
+    @Test func olderSchemaIsMigrated() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let config = try seedConfiguration()
+        let id = SessionID.random()
+        let sheet = Sheet(configuration: config, now: t0)
+        do {
+            // A file as the first sheetd with a data directory wrote it: schema version 1.
+            let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            try database.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            _ = try database.texts("PRAGMA journal_mode = WAL")
+            try database.execute(Schema.migrations[0].sql)
+            try database.execute("PRAGMA user_version = 1")
+            try database.execute("PRAGMA application_id = \(Schema.applicationID)")
+            let configuration = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
+            let event = String(decoding: try JSONEncoder().encode(sheet.events[0]), as: UTF8.self)
+            try database.execute("""
+                INSERT INTO sessions VALUES ('\(id)', 7, '\(configuration)', \(t0.millisecondsSince1970), 'presented', 'large', 1, NULL, 1);
+                INSERT INTO events VALUES ('\(id)', 1, '\(event)');
+                INSERT INTO meta VALUES ('highest_ordinal', 9);
+                """)
+        }
+        let started = Int64(Date().timeIntervalSince1970 * 1000)
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        let contents = try archive.load()
+        archive.close()
+        #expect(contents.sessions.count == 1)
+        #expect(contents.sessions.first?.sheet == sheet)
+        #expect(contents.sessions.first?.ordinal == 7)
+        #expect(contents.highestOrdinal == 9)
+        // Version 1 did not record the last access: it counts from the migration.
+        #expect((contents.sessions.first?.lastAccess ?? 0) >= started - 1000)
+        let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)
+        #expect(try database.integer("PRAGMA user_version") == Int64(Schema.currentVersion))
+        #expect(try database.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'idempotency_by_age'") == 1)
+        #expect(try database.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'events'") == 0)
+        #expect(try database.integer("SELECT count(*) FROM event_log") == 1)
+    }
+
+    /// Opens must fail with `expected` in the message and leave the file byte for byte as it was.
+    func expectRefused(_ directory: TemporaryDirectory, _ expected: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let before = try Data(contentsOf: URL(fileURLWithPath: directory.file))
+        var message = ""
+        do {
+            let archive = try SQLiteArchive.open(directory: directory.path)
+            archive.close()
+        } catch {
+            message = error.message
+        }
+        #expect(message.contains(expected), "message was: \(message)", sourceLocation: sourceLocation)
+        #expect(message.contains("left as it is"), sourceLocation: sourceLocation)
+        let after = try Data(contentsOf: URL(fileURLWithPath: directory.file))
+        #expect(before == after, sourceLocation: sourceLocation)
+    }
+
+    @Test func newerSchemaIsRefusedAndLeftAlone() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        _ = try archive.load()
+        await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1)]).wait()
+        archive.close()
+        do {
+            let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READWRITE)
+            try database.execute("PRAGMA user_version = \(Schema.currentVersion + 1)")
+        }
+        try expectRefused(directory, "newer than this sheetd knows")
+    }
+
+    @Test func somethingElseIsRefusedAndLeftAlone() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let garbage = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7919 &+ 13) })
+        try garbage.write(to: URL(fileURLWithPath: directory.file))
+        try expectRefused(directory, "not a SQLite database")
+    }
+
+    @Test func foreignDatabaseIsRefusedAndLeftAlone() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        do {
+            let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            try database.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL); INSERT INTO invoices VALUES (1, 9.5);")
+        }
+        try expectRefused(directory, "is not a sheetd database")
+    }
+
+    @Test func damagedDatabaseIsRefusedAndLeftAlone() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        _ = try archive.load()
+        let config = try seedConfiguration()
+        let changes: [ArchiveChange] = (0..<400).map {
+            .created(.random(), ordinal: UInt64($0 + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1)
+        }
+        await archive.submit(changes).wait()
+        archive.close()
+        // Scribble over the middle of the file: b-tree pages no longer parse.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory.file)))
+        #expect(bytes.count > 16 * 4096)
+        for index in (8 * 4096)..<(12 * 4096) { bytes[index] = UInt8(truncatingIfNeeded: index &* 31) }
+        try Data(bytes).write(to: URL(fileURLWithPath: directory.file))
+        try expectRefused(directory, "damaged")
+    }
+
+    @Test func secondOpenOfOneDirectoryIsRefused() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        defer { archive.close() }
+        #expect(throws: ArchiveError.self) { _ = try SQLiteArchive.open(directory: directory.path) }
+    }
+
+    @Test func deletedSessionsGiveTheirSpaceBack() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        var options = SQLiteArchive.Options()
+        options.vacuumInterval = .zero
+        options.freePagesKept = 0
+        let archive = try SQLiteArchive.open(directory: directory.path, options: options)
+        _ = try archive.load()
+        let config = try seedConfiguration()
+        let ids = (0..<3000).map { _ in SessionID.random() }
+        await archive.submit(ids.enumerated().map { index, id in
+            .created(id, ordinal: UInt64(index + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1)
+        }).wait()
+        let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)
+        let full = try database.integer("PRAGMA page_count")
+        await archive.submit(ids.map { .deleted($0) }).wait()
+        // Compaction removes the deleted sessions' log rows a step at a time, between commits;
+        // the incremental vacuum after each commit gives the freed pages back.
+        var emptied = full
+        for _ in 0..<100 where emptied >= full / 4 {
+            await archive.submit([.keysExpired(before: 0)]).wait()
+            emptied = try database.integer("PRAGMA page_count")
+        }
+        archive.close()
+        #expect(full > 50)
+        #expect(emptied < full / 4, "page_count \(full) → \(emptied)")
+    }
+}
