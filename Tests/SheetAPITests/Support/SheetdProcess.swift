@@ -115,8 +115,19 @@ final class SheetdProcess: @unchecked Sendable {
         // isRunning stays in a retain cycle with its run-loop source (LeakSanitizer reports it).
         process.waitUntilExit()
         // Collect what is still in the pipe, so `stderr` is complete once the process is gone.
+        // Not readDataToEndOfFile: another sheetd started concurrently by another test may have
+        // inherited this pipe's write end, so EOF can be arbitrarily late. The process has exited,
+        // so everything it wrote is already in the pipe: read until it is empty.
         errors.readabilityHandler = nil
-        let rest = errors.readDataToEndOfFile()
+        let fd = errors.fileDescriptor
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var rest: [UInt8] = []
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            rest += chunk[0..<count]
+        }
         lock.lock()
         stderrText += String(decoding: rest, as: UTF8.self)
         lock.unlock()
