@@ -18,7 +18,7 @@ import Synchronization
 ///
 /// A commit that fails stops the process (after saying why): in-memory state is then ahead of the
 /// file, and only a restart from the file is consistent with what was acknowledged.
-// @unchecked Sendable: the connection, statements, encoder and compaction state are used by `load()` before the first submit and then only by the writer thread (started by that submit, which orders the hand-over); what threads share is in `queue` (a Mutex) or atomic.
+// @unchecked Sendable: the connection, statements, encoder and compaction state are used by `load()` before the first submit and then only by the writer thread (started by that submit, which orders the hand-over); what threads share is in `queue` (a LockedValue) or atomic.
 public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     /// `PRAGMA synchronous`: `normal` survives a crash of the process (the WAL is written before
     /// the commit returns, synced at checkpoints); `full` also survives losing power (each commit
@@ -70,7 +70,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         var closing = false
     }
 
-    private let queue = Mutex(Queue())
+    private let queue = LockedValue(Queue())
     private let wake = DispatchSemaphore(value: 0)
     private let writerDone = DispatchSemaphore(value: 0)
     private let writerStarted = Atomic<Bool>(false)

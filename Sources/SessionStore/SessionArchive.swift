@@ -140,7 +140,7 @@ public final class ArchiveCommit: Sendable {
         var waiters: [UnsafeContinuation<Void, Never>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     /// Read without the lock on the fast path (a commit already done, or the volatile archive).
     private let done = Atomic<Bool>(false)
 

@@ -147,6 +147,9 @@ struct DurabilityTests {
             process.waitUntilExit()
             return (-1, "still running")
         }
+        // Let Foundation observe the exit itself (instant now): a Process whose end was only seen
+        // through isRunning stays in a retain cycle, which LeakSanitizer reports (.ci/sanitizers).
+        process.waitUntilExit()
         let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         return (process.terminationStatus, text)
     }

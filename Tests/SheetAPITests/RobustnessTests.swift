@@ -516,6 +516,31 @@ struct RobustnessTests {
         }
     }
 
+    /// At `--max-connections` libmicrohttpd stops accepting: a further connection waits in the
+    /// listen backlog, unanswered, and is served as soon as an open one closes.
+    @Test func connectionsBeyondTheLimitWaitForAFreeSlot() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--max-connections", "3", "--threads", "1"])
+            var clients = try (0..<3).map { _ in try server.client() }
+            for client in clients { #expect(try client.request("GET", "/healthz").status == 200) }
+            let waiting = try #require(WireConnection(port: server.port, receiveTimeout: 0.8))
+            let early = waiting.exchange(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            guard case .timedOut = early else {
+                Issue.record("a connection beyond the limit got \(early) instead of waiting")
+                return
+            }
+            clients.removeFirst()
+            var setback = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(waiting.fd, SOL_SOCKET, SO_RCVTIMEO, &setback, socklen_t(MemoryLayout<timeval>.size))
+            guard case .answered(let answer) = waiting.readAnswer() else {
+                Issue.record("the waiting connection was not served once a slot freed")
+                return
+            }
+            #expect(answer.status == 200)
+            #expect(server.stop() == 0)
+        }
+    }
+
     @Test func tooManyHeaderFieldsGet431() async throws {
         try await offPool {
             let client = try Self.shared.get().client()
