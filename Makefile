@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libjansson-dev libsqlite3-dev pkg-config
 ARGS ?=
 
-.PHONY: run test build release deps check check-openapi check-metrics check-container container-check clean
+.PHONY: run test build release deps check check-openapi check-metrics check-container container-check fuzz sanitizers clean
 
 # Installs the C libraries sheetd links against, only when one is missing.
 deps:
@@ -46,6 +46,14 @@ check-container: deps
 # Debian bookworm root built with debootstrap from exactly the runtime stage's packages.
 container-check: deps
 	.ci/check-container --rootfs
+
+# Bounded libFuzzer run on the request decoders plus an HTTP-level fuzz against a live sheetd.
+fuzz: deps
+	.ci/fuzz
+
+# The whole test suite under AddressSanitizer and ThreadSanitizer (separate scratch paths).
+sanitizers: deps
+	.ci/sanitizers
 
 clean:
 	rm -rf .build .build-*
