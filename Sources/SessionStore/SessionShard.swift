@@ -29,38 +29,38 @@ actor SessionShard {
         var durableVersion: UInt64
     }
 
-    private struct Waiter {
+    struct Waiter {
         let token: UInt64
         let after: UInt64
         let continuation: CheckedContinuation<Result<WaitOutcome, StoreError>, Never>
         let timer: Task<Void, Never>
     }
 
-    private struct Subscriber {
+    struct Subscriber {
         let number: UInt64
         let subscriber: any EventSubscriber
     }
 
-    private var sessions: [SessionID: Entry] = [:]
+    var sessions: [SessionID: Entry] = [:]
     /// Sessions per phase, kept as changes happen so the metrics gauge never scans.
     private(set) var phaseCounts: [Phase: Int] = [:]
     /// Creation order for listing; deleted sessions linger here until `compactOrder`.
     private var order: [(ordinal: UInt64, id: SessionID)] = []
     private var deadInOrder = 0
-    private var waiters: [SessionID: [Waiter]] = [:]
-    private var subscribers: [SessionID: [Subscriber]] = [:]
+    var waiters: [SessionID: [Waiter]] = [:]
+    var subscribers: [SessionID: [Subscriber]] = [:]
     private var ledger: IdempotencyLedger
-    private var nextToken: UInt64 = 0
+    var nextToken: UInt64 = 0
     /// Set by `shutdown`: long-polls and streams are refused from then on.
-    private var isShuttingDown = false
+    var isShuttingDown = false
     /// Where the idle sweep resumes in `order`, so each pass does a bounded slice of work.
     private var sweepCursor = 0
-    private let clock: StoreClock
+    let clock: StoreClock
     private let archive: any SessionArchive
     /// Only sessions with a commit outstanding are here; the map stays as small as the load.
     private var inFlight: [SessionID: InFlight] = [:]
     /// Sessions read since their last write: their last access is saved by `flushTouched`.
-    private var touched: Set<SessionID> = []
+    var touched: Set<SessionID> = []
 
     init(clock: StoreClock, idempotencyCapacity: Int, archive: any SessionArchive,
          restoring restored: [RestoredSession] = [], keys: [ArchivedKey] = []) {
@@ -131,12 +131,12 @@ actor SessionShard {
     }
 
     /// Waits until whatever of session `id` is in memory now is committed, for answers that show it.
-    private func settled(_ id: SessionID) async {
+    func settled(_ id: SessionID) async {
         if let commit = inFlight[id]?.commit, !commit.isCommitted { await commit.wait() }
     }
 
     /// The version event readers may see: the committed one.
-    private func durableVersion(_ id: SessionID, _ entry: Entry) -> UInt64 {
+    func durableVersion(_ id: SessionID, _ entry: Entry) -> UInt64 {
         inFlight[id]?.durableVersion ?? entry.sheet.version
     }
 
@@ -331,122 +331,6 @@ actor SessionShard {
         order.removeAll { sessions[$0.id]?.ordinal != $0.ordinal }
         deadInOrder = 0
         sweepCursor = 0
-    }
-
-    // MARK: Events
-
-    func events(of id: SessionID, after: UInt64) async throws(StoreError) -> EventsPage {
-        guard let entry = sessions[id] else {
-            await settled(id)
-            throw StoreError(.sessionNotFound)
-        }
-        touch(id)
-        return try page(of: entry.sheet, after: after, through: durableVersion(id, entry))
-    }
-
-    /// Reading a session's events names it as much as reading the session: the idle sweep must
-    /// not remove a session whose presenter only polls or streams its events.
-    private func touch(_ id: SessionID) {
-        guard sessions[id] != nil else { return }
-        sessions[id]?.lastAccess = clock.now().millisecondsSince1970
-        touched.insert(id)
-    }
-
-    /// Events with `after < seq <= through`; `through` is the reader's horizon (the durable version).
-    private func page(of sheet: Sheet, after: UInt64, through: UInt64) throws(StoreError) -> EventsPage {
-        guard after <= through else { throw StoreError(.resumePointAhead(version: through)) }
-        switch sheet.events(after: after) {
-        case .events(let events):
-            // Usually nothing is uncommitted; filter only when the newest event is past the horizon.
-            if let newest = events.last, newest.seq > through {
-                return EventsPage(events: events.filter { $0.seq <= through }, version: through)
-            }
-            return EventsPage(events: events, version: through)
-        case .expired: throw StoreError(.eventsExpired)
-        }
-    }
-
-    /// Answers at once when there are committed events after `after`; otherwise parks the caller
-    /// (a continuation, no thread) until an event is committed or `timeout` passes.
-    func wait(on id: SessionID, after: UInt64, timeout: Duration) async -> Result<WaitOutcome, StoreError> {
-        guard !isShuttingDown else { return .failure(StoreError(.shuttingDown)) }
-        guard let entry = sessions[id] else {
-            await settled(id)
-            return .failure(StoreError(.sessionNotFound))
-        }
-        touch(id)
-        let first: EventsPage
-        do { first = try page(of: entry.sheet, after: after, through: durableVersion(id, entry)) } catch { return .failure(error) }
-        if !first.events.isEmpty || timeout <= .zero { return .success(.events(first)) }
-        nextToken += 1
-        let token = nextToken
-        return await withCheckedContinuation { continuation in
-            let timer = Task { [weak self] in
-                try? await Task.sleep(for: timeout)
-                guard !Task.isCancelled else { return }
-                await self?.expireWaiter(token, on: id)
-            }
-            waiters[id, default: []].append(Waiter(token: token, after: after, continuation: continuation, timer: timer))
-        }
-    }
-
-    private func expireWaiter(_ token: UInt64, on id: SessionID) {
-        guard var list = waiters[id], let index = list.firstIndex(where: { $0.token == token }) else { return }
-        let waiter = list.remove(at: index)
-        waiters[id] = list.isEmpty ? nil : list
-        touch(id)
-        let version = sessions[id].map { durableVersion(id, $0) } ?? 0
-        waiter.continuation.resume(returning: .success(.timedOut(version: version)))
-    }
-
-    /// Starts delivering events after `after` (nil: only new ones) to `subscriber`; the committed
-    /// backlog is delivered here, inside the same actor turn, and later events are published as
-    /// they commit, so nothing is missed or sent twice.
-    func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
-        guard !isShuttingDown else { throw StoreError(.shuttingDown) }
-        guard let entry = sessions[id] else {
-            await settled(id)
-            throw StoreError(.sessionNotFound)
-        }
-        touch(id)
-        let durable = durableVersion(id, entry)
-        let backlog = try page(of: entry.sheet, after: after ?? durable, through: durable)
-        nextToken += 1
-        let token = SubscriptionToken(session: id, number: nextToken)
-        if !backlog.events.isEmpty, !subscriber.receive(backlog.events) { return token }
-        subscribers[id, default: []].append(Subscriber(number: token.number, subscriber: subscriber))
-        return token
-    }
-
-    func unsubscribe(_ token: SubscriptionToken) {
-        guard var list = subscribers[token.session] else { return }
-        list.removeAll { $0.number == token.number }
-        subscribers[token.session] = list.isEmpty ? nil : list
-    }
-
-    /// Hands committed events `after < seq <= through` to long-polls and streams, in order.
-    private func publish(of id: SessionID, sheet: Sheet, after: UInt64, through: UInt64) {
-        let parked = waiters.removeValue(forKey: id)
-        let list = subscribers[id]
-        guard parked != nil || list != nil else { return }
-        if let parked {
-            for waiter in parked {
-                waiter.timer.cancel()
-                let result: Result<WaitOutcome, StoreError>
-                do { result = .success(.events(try page(of: sheet, after: waiter.after, through: through))) } catch { result = .failure(error) }
-                waiter.continuation.resume(returning: result)
-            }
-        }
-        if var list {
-            let events: [SheetEvent]
-            switch sheet.events(after: after) {
-            case .events(let all): events = all.filter { $0.seq <= through }
-            case .expired: events = sheet.events.filter { $0.seq <= through }
-            }
-            guard !events.isEmpty else { return }
-            list.removeAll { !$0.subscriber.receive(events) }
-            subscribers[id] = list.isEmpty ? nil : list
-        }
     }
 
     // MARK: Housekeeping

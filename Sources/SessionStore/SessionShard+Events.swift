@@ -1,0 +1,119 @@
+import SheetCore
+
+/// A shard's readers of events: event pages, long-poll waiters and stream subscribers. They only
+/// ever see committed events (up to the session's durable version).
+extension SessionShard {
+    func events(of id: SessionID, after: UInt64) async throws(StoreError) -> EventsPage {
+        guard let entry = sessions[id] else {
+            await settled(id)
+            throw StoreError(.sessionNotFound)
+        }
+        touch(id)
+        return try page(of: entry.sheet, after: after, through: durableVersion(id, entry))
+    }
+
+    /// Reading a session's events names it as much as reading the session: the idle sweep must
+    /// not remove a session whose presenter only polls or streams its events.
+    func touch(_ id: SessionID) {
+        guard sessions[id] != nil else { return }
+        sessions[id]?.lastAccess = clock.now().millisecondsSince1970
+        touched.insert(id)
+    }
+
+    /// Events with `after < seq <= through`; `through` is the reader's horizon (the durable version).
+    func page(of sheet: Sheet, after: UInt64, through: UInt64) throws(StoreError) -> EventsPage {
+        guard after <= through else { throw StoreError(.resumePointAhead(version: through)) }
+        switch sheet.events(after: after) {
+        case .events(let events):
+            // Usually nothing is uncommitted; filter only when the newest event is past the horizon.
+            if let newest = events.last, newest.seq > through {
+                return EventsPage(events: events.filter { $0.seq <= through }, version: through)
+            }
+            return EventsPage(events: events, version: through)
+        case .expired: throw StoreError(.eventsExpired)
+        }
+    }
+
+    /// Answers at once when there are committed events after `after`; otherwise parks the caller
+    /// (a continuation, no thread) until an event is committed or `timeout` passes.
+    func wait(on id: SessionID, after: UInt64, timeout: Duration) async -> Result<WaitOutcome, StoreError> {
+        guard !isShuttingDown else { return .failure(StoreError(.shuttingDown)) }
+        guard let entry = sessions[id] else {
+            await settled(id)
+            return .failure(StoreError(.sessionNotFound))
+        }
+        touch(id)
+        let first: EventsPage
+        do { first = try page(of: entry.sheet, after: after, through: durableVersion(id, entry)) } catch { return .failure(error) }
+        if !first.events.isEmpty || timeout <= .zero { return .success(.events(first)) }
+        nextToken += 1
+        let token = nextToken
+        return await withCheckedContinuation { continuation in
+            let timer = Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                guard !Task.isCancelled else { return }
+                await self?.expireWaiter(token, on: id)
+            }
+            waiters[id, default: []].append(Waiter(token: token, after: after, continuation: continuation, timer: timer))
+        }
+    }
+
+    func expireWaiter(_ token: UInt64, on id: SessionID) {
+        guard var list = waiters[id], let index = list.firstIndex(where: { $0.token == token }) else { return }
+        let waiter = list.remove(at: index)
+        waiters[id] = list.isEmpty ? nil : list
+        touch(id)
+        let version = sessions[id].map { durableVersion(id, $0) } ?? 0
+        waiter.continuation.resume(returning: .success(.timedOut(version: version)))
+    }
+
+    /// Starts delivering events after `after` (nil: only new ones) to `subscriber`; the committed
+    /// backlog is delivered here, inside the same actor turn, and later events are published as
+    /// they commit, so nothing is missed or sent twice.
+    func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
+        guard !isShuttingDown else { throw StoreError(.shuttingDown) }
+        guard let entry = sessions[id] else {
+            await settled(id)
+            throw StoreError(.sessionNotFound)
+        }
+        touch(id)
+        let durable = durableVersion(id, entry)
+        let backlog = try page(of: entry.sheet, after: after ?? durable, through: durable)
+        nextToken += 1
+        let token = SubscriptionToken(session: id, number: nextToken)
+        if !backlog.events.isEmpty, !subscriber.receive(backlog.events) { return token }
+        subscribers[id, default: []].append(Subscriber(number: token.number, subscriber: subscriber))
+        return token
+    }
+
+    func unsubscribe(_ token: SubscriptionToken) {
+        guard var list = subscribers[token.session] else { return }
+        list.removeAll { $0.number == token.number }
+        subscribers[token.session] = list.isEmpty ? nil : list
+    }
+
+    /// Hands committed events `after < seq <= through` to long-polls and streams, in order.
+    func publish(of id: SessionID, sheet: Sheet, after: UInt64, through: UInt64) {
+        let parked = waiters.removeValue(forKey: id)
+        let list = subscribers[id]
+        guard parked != nil || list != nil else { return }
+        if let parked {
+            for waiter in parked {
+                waiter.timer.cancel()
+                let result: Result<WaitOutcome, StoreError>
+                do { result = .success(.events(try page(of: sheet, after: waiter.after, through: through))) } catch { result = .failure(error) }
+                waiter.continuation.resume(returning: result)
+            }
+        }
+        if var list {
+            let events: [SheetEvent]
+            switch sheet.events(after: after) {
+            case .events(let all): events = all.filter { $0.seq <= through }
+            case .expired: events = sheet.events.filter { $0.seq <= through }
+            }
+            guard !events.isEmpty else { return }
+            list.removeAll { !$0.subscriber.receive(events) }
+            subscribers[id] = list.isEmpty ? nil : list
+        }
+    }
+}
