@@ -116,3 +116,40 @@ function save_sessions()
    f:close()
    assert(os.rename(tmp, path))
 end
+
+-- A workload that moves each session between its two detents: `down` from large to medium,
+-- `up` from medium to large (drag.lua sends {"to"}, gesture.lua a released gesture). Defines
+-- wrk's init/request/done. Sessions never have two requests in flight (pick), so the side each
+-- one rests on is known, and every request changes state.
+function alternating_workload(down_body, up_body)
+   local down, up = {}, {}
+
+   function init(args)
+      load_sessions(args)
+      for i = 1, n do
+         local path = "/sessions/" .. ids[i] .. "/drag"
+         down[i] = wrk.format("POST", path, json_headers, down_body)
+         up[i] = wrk.format("POST", path, json_headers, up_body)
+      end
+   end
+
+   function request()
+      if verify_pending then
+         verify_pending = false
+         return down[1]
+      end
+      local s = pick()
+      if large[s] then
+         large[s] = false
+         return down[s]
+      else
+         large[s] = true
+         return up[s]
+      end
+   end
+
+   function done(summary, latency, requests)
+      report(summary, latency)
+      save_sessions()
+   end
+end

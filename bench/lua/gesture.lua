@@ -9,34 +9,4 @@
 -- wrk -s gesture.lua URL -- SESSION_FILE NTHREADS
 dofile((debug.getinfo(1, "S").source:sub(2):match("^(.*)/") or ".") .. "/common.lua")
 
-down = {}
-up = {}
-
-function init(args)
-   load_sessions(args)
-   for i = 1, n do
-      local path = "/sessions/" .. ids[i] .. "/drag"
-      down[i] = wrk.format("POST", path, json_headers, '{"translation":400,"velocity":0}')
-      up[i] = wrk.format("POST", path, json_headers, '{"translation":-400,"velocity":0}')
-   end
-end
-
-function request()
-   if verify_pending then
-      verify_pending = false
-      return down[1]
-   end
-   local s = pick()
-   if large[s] then
-      large[s] = false
-      return down[s]
-   else
-      large[s] = true
-      return up[s]
-   end
-end
-
-function done(summary, latency, requests)
-   report(summary, latency)
-   save_sessions()
-end
+alternating_workload('{"translation":400,"velocity":0}', '{"translation":-400,"velocity":0}')
