@@ -1,3 +1,4 @@
+import Locking
 import CMicroHTTPD
 import Synchronization
 
@@ -19,7 +20,7 @@ final class ConnectionState: Sendable {
     let receivingSince: Atomic<Int64>
     /// Set at NOTIFY_CONNECTION CLOSED, before libmicrohttpd closes the fd: the sweeper only
     /// shuts a socket down under this lock while it is false, so it never touches a reused fd.
-    let closed = LockedState(false)
+    let closed = LockedValue(false)
 
     init(fd: Int32, clientAddress: String, now: Int64) {
         self.fd = fd
@@ -44,7 +45,7 @@ final class ConnectionTracker: Sendable {
         var compactionThreshold = 256
     }
 
-    private let state = LockedState(State())
+    private let state = LockedValue(State())
     let timeoutNanoseconds: Int64
 
     init(timeout: Duration) {

@@ -1,3 +1,4 @@
+import Locking
 import CMicroHTTPD
 import Synchronization
 
@@ -35,7 +36,7 @@ public final class HTTPServer: Sendable {
 
     public let configuration: HTTPServerConfiguration
     private let core: ServerCore
-    private let lifecycle = LockedState<Lifecycle>(.idle)
+    private let lifecycle = LockedValue<Lifecycle>(.idle)
     private let port = Atomic<Int>(0)
 
     public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {

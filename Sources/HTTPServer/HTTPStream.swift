@@ -1,3 +1,4 @@
+import Locking
 import CMicroHTTPD
 
 /// Server-sent byte stream: the application writes chunks; the HTTP layer sends them as
@@ -37,7 +38,7 @@ public final class HTTPStream: Sendable {
         var bytesSent = 0
     }
 
-    private let state = LockedState(State())
+    private let state = LockedValue(State())
 
     public init() {}
 

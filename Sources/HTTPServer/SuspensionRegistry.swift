@@ -1,3 +1,4 @@
+import Locking
 
 /// Everything that holds a connection suspended: requests waiting for their responder and
 /// attached streams. It serves two purposes:
@@ -17,7 +18,7 @@ final class SuspensionRegistry: Sendable {
         var streamCompactionThreshold = 64
     }
 
-    private let state = LockedState(State())
+    private let state = LockedValue(State())
 
     init() {}
 

@@ -1,3 +1,4 @@
+import Locking
 import CSQLite
 import Dispatch
 import Foundation

@@ -1,3 +1,4 @@
+import Locking
 import SheetCore
 import Synchronization
 

@@ -1,4 +1,5 @@
 @testable import HTTPServer
+import Locking
 import Synchronization
 import Testing
 
@@ -10,7 +11,7 @@ final class Probe: Sendable {
         var respondCalls = 0
     }
 
-    let state = LockedState(State())
+    let state = LockedValue(State())
 
     var streamsClosed: [String] { state.withLock { $0.streamsClosed } }
     var records: [HTTPExchangeRecord] { state.withLock { $0.records } }
@@ -149,9 +150,9 @@ final class Counter: Sendable {
     var value: Int { storage.load(ordering: .relaxed) }
 }
 
-/// Test-side shared state (pthread-based LockedState, so TSan runs stay meaningful).
+/// Test-side shared state (pthread-based LockedValue, so TSan runs stay meaningful).
 final class Locked<Value: Sendable>: Sendable {
-    private let mutex: LockedState<Value>
-    init(_ value: Value) { mutex = LockedState(value) }
+    private let mutex: LockedValue<Value>
+    init(_ value: Value) { mutex = LockedValue(value) }
     func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
 }

@@ -2,7 +2,8 @@
 import Glibc
 #endif
 
-/// A value guarded by a pthread mutex.
+/// A value guarded by a pthread mutex: the one lock type of the HTTP layer and the store
+/// (both share state between plain threads and tasks).
 ///
 /// Used instead of `Synchronization.Mutex`, deliberately: on Linux, ThreadSanitizer does not see
 /// the happens-before edges of `Mutex`'s contended path (it lives in the uninstrumented
@@ -11,11 +12,11 @@ import Glibc
 /// intercepted by TSan, costs the same uncontended, and keeps `swift test --sanitize=thread`
 /// meaningful. Atomics (`Synchronization.Atomic`) are inlined builtins and stay.
 // @unchecked Sendable: `value` is only ever touched inside `withLock`, with `mutex` held.
-final class LockedState<Value: Sendable>: @unchecked Sendable {
+package final class LockedValue<Value: Sendable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -29,7 +30,7 @@ final class LockedState<Value: Sendable>: @unchecked Sendable {
     }
 
     @inline(__always)
-    func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
