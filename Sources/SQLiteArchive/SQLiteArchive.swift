@@ -76,16 +76,16 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     private let writerDone = DispatchSemaphore(value: 0)
     private let writerStarted = Atomic<Bool>(false)
     private let lockDescriptor: Int32
-    private var database: SQLiteDatabase?
+    var database: SQLiteDatabase?
     private var statements: Statements?
     private let encoder = JSONEncoder()
     private var lastVacuum = ContinuousClock.now
     /// Each live session's ordinal (how the log names it) and, by ordinal, its newest seq, so
     /// compaction can tell retained rows from dropped ones with integer lookups.
-    private var ordinals: [SessionID: UInt64] = [:]
-    private var newestSeq: [UInt64: UInt64] = [:]
+    var ordinals: [SessionID: UInt64] = [:]
+    var newestSeq: [UInt64: UInt64] = [:]
     /// Log rows owed to compaction (two per appended row); and where its scan resumes.
-    private var compactionOwed = 0
+    var compactionOwed = 0
     private var compactionCursor: Int64 = 0
     /// Whether garbage may be left behind the cursor: idle time finishes the pass, then one more
     /// in which nothing changed, so a quiet file ends up holding only what is retained.
@@ -118,55 +118,6 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         }
     }
 
-    /// One sheetd per data directory: two would each believe their memory is the truth.
-    private static func lockDirectory(_ directory: String) throws(ArchiveError) -> Int32 {
-        let lockPath = (directory.hasSuffix("/") ? directory : directory + "/") + "sheetd.lock"
-        let fd = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw ArchiveError("cannot open \(lockPath): \(String(cString: strerror(errno)))")
-        }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = errno == EWOULDBLOCK ? "another sheetd is using \(directory)" : String(cString: strerror(errno))
-            Glibc.close(fd)
-            throw ArchiveError("cannot lock \(lockPath): \(reason)")
-        }
-        return fd
-    }
-
-    /// Read-only look at an existing file: whose it is, which schema, and whether it is intact.
-    static func check(_ path: String) throws(ArchiveError) {
-        var status = stat()
-        guard stat(path, &status) == 0, status.st_size > 0 else { return }   // new (or empty) file
-        let refuse = "refusing to start; the file was left as it is"
-        let database: SQLiteDatabase
-        do {
-            database = try SQLiteDatabase(path: path, flags: SQLITE_OPEN_READONLY)
-        } catch {
-            throw ArchiveError("cannot open \(path): \(error); \(refuse)")
-        }
-        do {
-            let application = Int32(truncatingIfNeeded: try database.integer("PRAGMA application_id"))
-            let version = try database.integer("PRAGMA user_version")
-            let objects = try database.integer("SELECT count(*) FROM sqlite_schema")
-            if application != Schema.applicationID, !(application == 0 && objects == 0) {
-                throw ArchiveError("\(path) is not a sheetd database (SQLite application_id \(application), expected \(Schema.applicationID)); \(refuse)")
-            }
-            if version > Schema.currentVersion {
-                throw ArchiveError("\(path) has schema version \(version), newer than this sheetd knows (\(Schema.currentVersion)): it was written by a newer sheetd; \(refuse)")
-            }
-            let problems = try database.texts("PRAGMA quick_check")
-            if problems != ["ok"] {
-                throw ArchiveError("\(path) is damaged (quick_check: \(problems.prefix(3).joined(separator: "; "))); \(refuse)")
-            }
-        } catch let error as ArchiveError {
-            throw error
-        } catch let error as SQLiteError where error.isNotADatabase {
-            throw ArchiveError("\(path) is not a SQLite database or is damaged (\(error)); \(refuse)")
-        } catch {
-            throw ArchiveError("cannot read \(path): \(error); \(refuse)")
-        }
-    }
-
     private init(path: String, options: Options, lockDescriptor: Int32) throws(ArchiveError) {
         self.path = path
         self.options = options
@@ -192,25 +143,6 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             throw error
         } catch {
             throw ArchiveError("cannot open \(path): \(error)")
-        }
-    }
-
-    /// Brings the schema up to `Schema.currentVersion` in one transaction: all migrations or none.
-    static func migrate(_ database: SQLiteDatabase) throws {
-        try database.execute("BEGIN IMMEDIATE")
-        do {
-            let current = Int(try database.integer("PRAGMA user_version"))
-            for migration in Schema.migrations where migration.version > current {
-                try database.execute(migration.sql)
-            }
-            if current < Schema.currentVersion {
-                try database.execute("PRAGMA user_version = \(Schema.currentVersion)")
-                try database.execute("PRAGMA application_id = \(Schema.applicationID)")
-            }
-            try database.execute("COMMIT")
-        } catch {
-            try? database.execute("ROLLBACK")
-            throw error
         }
     }
 
@@ -453,142 +385,5 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         } catch {
             // Not fatal: the pages stay free inside the file and are reused by later writes.
         }
-    }
-
-    // MARK: Reading back
-
-    private func readContents() throws -> ArchiveContents {
-        guard let database else { throw ArchiveError("\(path) is closed") }
-        var contents = ArchiveContents()
-        contents.highestOrdinal = UInt64(bitPattern: try database.integer("SELECT coalesce(max(value), 0) FROM meta WHERE name = 'highest_ordinal'"))
-
-        struct Row {
-            var ordinal: UInt64
-            var configuration: String
-            var createdAt: Int64
-            var lastAccess: Int64
-            /// Newest retained event bodies, in log order (which is seq order within a session).
-            var events: [(seq: UInt64, body: String)] = []
-            var state: (phase: String, detent: String, presentation: Int64, dismissReason: String?)?
-        }
-        var rows: [UInt64: Row] = [:]
-        var ids: [UInt64: SessionID] = [:]
-        let sessions = try database.prepare("SELECT id, ordinal, configuration, created_at, last_access FROM sessions")
-        while try sessions.step() {
-            let text = sessions.text(0) ?? ""
-            guard let id = SessionID(text) else { throw ArchiveError("\(path) holds a session with an impossible id \"\(text)\"") }
-            let ordinal = UInt64(bitPattern: sessions.int64(1))
-            guard ids.updateValue(id, forKey: ordinal) == nil else { throw ArchiveError("\(path) holds two sessions with ordinal \(ordinal)") }
-            rows[ordinal] = Row(ordinal: ordinal, configuration: sessions.text(2) ?? "null",
-                                createdAt: sessions.int64(3), lastAccess: sessions.int64(4))
-        }
-        // The log in append order; rows of deleted sessions wait there for compaction.
-        let log = try database.prepare("SELECT session, seq, body, phase, detent, presentation, dismiss_reason FROM event_log ORDER BY id")
-        let keep = Sheet.retainedEvents
-        while try log.step() {
-            let id = UInt64(bitPattern: log.int64(0))
-            guard rows[id] != nil else { continue }
-            rows[id]!.events.append((UInt64(bitPattern: log.int64(1)), log.text(2) ?? ""))
-            rows[id]!.state = (log.text(3) ?? "", log.text(4) ?? "", log.int64(5), log.isNull(6) ? nil : log.text(6))
-            if rows[id]!.events.count >= 2 * keep { rows[id]!.events.removeFirst(keep) }
-        }
-
-        let decoder = JSONDecoder()
-        contents.sessions.reserveCapacity(rows.count)
-        for (ordinal, var row) in rows {
-            let id = ids[ordinal]!
-            guard let state = row.state else {
-                throw ArchiveError("\(path): session \(id) has no events; refusing to start rather than guess its state")
-            }
-            if row.events.count > keep { row.events.removeFirst(row.events.count - keep) }
-            let created = Timestamp(millisecondsSince1970: row.createdAt)
-            var json = "{\"configuration\":" + row.configuration
-            json += ",\"phase\":" + quoted(state.phase)
-            json += ",\"detent\":" + quoted(state.detent)
-            json += ",\"presentation\":" + String(state.presentation)
-            if let reason = state.dismissReason { json += ",\"dismissReason\":" + quoted(reason) }
-            json += ",\"createdAt\":" + quoted(created.rfc3339)
-            json += ",\"events\":[" + row.events.map(\.body).joined(separator: ",") + "]}"
-            let sheet: Sheet
-            do {
-                sheet = try decoder.decode(Sheet.self, from: Data(json.utf8))
-            } catch {
-                throw ArchiveError("\(path): session \(id) cannot be read back (\(error)); refusing to start rather than lose it")
-            }
-            ordinals[id] = ordinal
-            newestSeq[ordinal] = sheet.version
-            // A change writes no session row: its event's time is when the session was last used.
-            let lastAccess = max(row.lastAccess, sheet.updatedAt.millisecondsSince1970)
-            contents.sessions.append(RestoredSession(id: id, ordinal: row.ordinal, sheet: sheet, lastAccess: lastAccess))
-        }
-
-        let keys = try database.prepare("""
-            SELECT scope, key, fingerprint_value, fingerprint_check, stored_at, status, headers, body
-            FROM idempotency ORDER BY stored_at
-            """)
-        while try keys.step() {
-            let scopeText = keys.text(0) ?? ""
-            let scope = scopeText.isEmpty ? nil : SessionID(scopeText)
-            if !scopeText.isEmpty, scope == nil { continue }
-            let headers = (try? decoder.decode([String: String].self, from: Data((keys.text(6) ?? "{}").utf8))) ?? [:]
-            contents.keys.append(ArchivedKey(
-                scope: scope, key: keys.text(1) ?? "",
-                fingerprintValue: UInt64(bitPattern: keys.int64(2)), fingerprintCheck: UInt64(bitPattern: keys.int64(3)),
-                answer: StoredAnswer(status: Int(keys.int64(5)), headers: headers, body: keys.bytes(7)),
-                storedAt: Timestamp(millisecondsSince1970: keys.int64(4))))
-        }
-        // Start compaction with a full pass over what the last run left.
-        compactionOwed = Int(try database.integer("SELECT count(*) FROM event_log"))
-        return contents
-    }
-
-    /// A JSON string literal; stored strings are detents, phases and reasons, but escape anyway.
-    private func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
-}
-
-/// Every statement the writer runs, prepared once.
-private final class Statements {
-    let begin, commit, rollback: SQLiteStatement
-    let insertSession, touchSession, deleteSession: SQLiteStatement
-    let appendEvent, scanLog, deleteLogRow: SQLiteStatement
-    let storeKey, dropKey, expireKeys: SQLiteStatement
-    let raiseOrdinal: SQLiteStatement
-
-    init(_ db: SQLiteDatabase) throws(SQLiteError) {
-        begin = try db.prepare("BEGIN IMMEDIATE")
-        commit = try db.prepare("COMMIT")
-        rollback = try db.prepare("ROLLBACK")
-        insertSession = try db.prepare("""
-            INSERT INTO sessions (id, ordinal, configuration, created_at, last_access) VALUES (?1, ?2, ?3, ?4, ?5)
-            """)
-        touchSession = try db.prepare("UPDATE sessions SET last_access = max(last_access, ?1) WHERE id = ?2")
-        deleteSession = try db.prepare("DELETE FROM sessions WHERE id = ?1")
-        appendEvent = try db.prepare("""
-            INSERT INTO event_log (session, seq, body, phase, detent, presentation, dismiss_reason)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-            """)
-        scanLog = try db.prepare("SELECT id, session, seq FROM event_log WHERE id > ?1 ORDER BY id LIMIT ?2")
-        deleteLogRow = try db.prepare("DELETE FROM event_log WHERE id = ?1")
-        storeKey = try db.prepare("""
-            INSERT OR REPLACE INTO idempotency (scope, key, fingerprint_value, fingerprint_check, stored_at, status, headers, body)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-            """)
-        dropKey = try db.prepare("DELETE FROM idempotency WHERE scope = ?1 AND key = ?2")
-        expireKeys = try db.prepare("DELETE FROM idempotency WHERE stored_at < ?1")
-        raiseOrdinal = try db.prepare("""
-            INSERT INTO meta (name, value) VALUES ('highest_ordinal', ?1)
-            ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)
-            """)
     }
 }
