@@ -161,14 +161,13 @@ actor SessionShard {
     }
 
     func snapshot(_ id: SessionID) async throws(StoreError) -> SessionSnapshot {
-        guard var entry = sessions[id] else {
+        guard let index = sessions.index(forKey: id) else {
             await settled(id)   // a delete that is not committed yet still answers only once it is
             throw StoreError(.sessionNotFound)
         }
-        entry.lastAccess = clock.now().millisecondsSince1970
-        sessions[id] = entry
+        sessions.values[index].lastAccess = clock.now().millisecondsSince1970
         touched.insert(id)
-        let snapshot = SessionSnapshot(id: id, sheet: entry.sheet)
+        let snapshot = SessionSnapshot(id: id, sheet: sessions.values[index].sheet)
         await settled(id)
         return snapshot
     }
@@ -176,34 +175,35 @@ actor SessionShard {
     /// The change itself, in one actor turn: the result, the version before it, and what to store.
     private func change(_ action: SheetAction, of id: SessionID, ifMatch: UInt64?)
         -> (result: Result<ActionResult, StoreError>, previousVersion: UInt64, changes: [ArchiveChange]) {
-        guard var entry = sessions[id] else { return (.failure(StoreError(.sessionNotFound)), 0, []) }
+        // The entry is changed in place through its index: a copy taken out of the dictionary and
+        // written back would share the event log's storage, so every append would copy the log.
+        guard let index = sessions.index(forKey: id) else { return (.failure(StoreError(.sessionNotFound)), 0, []) }
         let now = clock.now()
-        let previous = entry.sheet.version
-        entry.lastAccess = now.millisecondsSince1970
+        sessions.values[index].lastAccess = now.millisecondsSince1970
+        let previous = sessions.values[index].sheet.version
+        let before = sessions.values[index].sheet.phase
         // Body errors (an unknown detent) come before the version precondition, as the API's order says.
-        if let ifMatch, ifMatch != entry.sheet.version {
-            sessions[id] = entry
+        if let ifMatch, ifMatch != previous {
             touched.insert(id)
-            if case .drag(.detent(let detent)) = action, !entry.sheet.configuration.detents.contains(detent) {
+            let sheet = sessions.values[index].sheet
+            if case .drag(.detent(let detent)) = action, !sheet.configuration.detents.contains(detent) {
                 // Let the sheet produce its own unknown-detent error, which outranks 412.
-                var probe = entry.sheet
+                var probe = sheet
                 do { _ = try probe.apply(action, now: now) } catch where error.code == .unknownDetent {
                     return (.failure(StoreError(.sheet(error))), previous, [])
                 } catch {}
             }
-            return (.failure(StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: entry.sheet))), previous, [])
+            return (.failure(StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: sheet))), previous, [])
         }
         let outcome: SheetOutcome
         do {
-            outcome = try entry.sheet.apply(action, now: now)
+            outcome = try sessions.values[index].sheet.apply(action, now: now)
         } catch {
-            sessions[id] = entry
             touched.insert(id)
-            return (.failure(StoreError(.sheet(error), current: SessionSnapshot(id: id, sheet: entry.sheet))), previous, [])
+            return (.failure(StoreError(.sheet(error), current: SessionSnapshot(id: id, sheet: sessions.values[index].sheet))), previous, [])
         }
-        let before = sessions[id]?.sheet.phase
-        sessions[id] = entry
-        if let before, before != entry.sheet.phase {
+        let entry = sessions.values[index]
+        if before != entry.sheet.phase {
             phaseCounts[before, default: 0] -= 1
             phaseCounts[entry.sheet.phase, default: 0] += 1
         }
