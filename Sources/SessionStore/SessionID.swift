@@ -25,7 +25,13 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses exactly the 22-character form `description` prints; anything else is nil, so one id has one spelling.
     public init?(_ text: some StringProtocol) {
-        let utf8 = text.utf8
+        let parsed = text.utf8.withContiguousStorageIfAvailable { SessionID.parse($0) }
+            ?? SessionID.parse(Array(text.utf8))
+        guard let parsed else { return nil }
+        self = parsed
+    }
+
+    private static func parse(_ utf8: some Collection<UInt8>) -> SessionID? {
         guard utf8.count == 22 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0
@@ -46,19 +52,26 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
             }
             index += 1
         }
-        self.high = high
-        self.low = low
+        return SessionID(high: high, low: low)
     }
 
     public var description: String {
-        var bytes = [UInt8](repeating: 0, count: 22)
-        // Emit 6 bits at a time from the top of the 128-bit value; the 22nd character holds the last 2 bits.
-        for index in 0..<21 {
-            let shift = 122 - index * 6  // bit offset of this group's lowest bit
-            bytes[index] = SessionID.alphabet[Int(bits(at: shift, count: 6))]
-        }
-        bytes[21] = SessionID.alphabet[Int((low & 0b11) << 4)]
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(22)
+        appendDescription(to: &bytes)
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the 22 bytes of `description` to `bytes` (answers write ids without a String).
+    public func appendDescription(to bytes: inout [UInt8]) {
+        SessionID.alphabet.withUnsafeBufferPointer { alphabet in
+            // Emit 6 bits at a time from the top of the 128-bit value; the 22nd character holds the last 2 bits.
+            for index in 0..<21 {
+                let shift = 122 - index * 6  // bit offset of this group's lowest bit
+                bytes.append(alphabet[Int(bits(at: shift, count: 6))])
+            }
+            bytes.append(alphabet[Int((low & 0b11) << 4)])
+        }
     }
 
     /// `count` bits of the 128-bit value starting at bit `shift` (0 = least significant).

@@ -179,9 +179,11 @@ actor SessionShard {
         // written back would share the event log's storage, so every append would copy the log.
         guard let index = sessions.index(forKey: id) else { return (.failure(StoreError(.sessionNotFound)), 0, []) }
         let now = clock.now()
-        sessions.values[index].lastAccess = now.millisecondsSince1970
-        let previous = sessions.values[index].sheet.version
-        let before = sessions.values[index].sheet.phase
+        // Read and stamped in place (an inout access borrows the entry; a get would copy it).
+        let (previous, before) = { (entry: inout Entry) in
+            entry.lastAccess = now.millisecondsSince1970
+            return (entry.sheet.version, entry.sheet.phase)
+        }(&sessions.values[index])
         // Body errors (an unknown detent) come before the version precondition, as the API's order says.
         if let ifMatch, ifMatch != previous {
             touched.insert(id)

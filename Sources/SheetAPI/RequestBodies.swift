@@ -20,7 +20,9 @@ struct BodyObject {
         return BodyObject(members: members)
     }
 
-    func rejectUnknown(_ known: Set<String>) throws(APIError) {
+    /// `known` is an array, not a set: a handful of names, checked on every request, where
+    /// building a set would hash each one first.
+    func rejectUnknown(_ known: [String]) throws(APIError) {
         for member in members where !known.contains(member.key) {
             let list = known.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
             let hint = known.isEmpty ? "this request takes no fields" : "known fields are \(list)"
@@ -134,12 +136,15 @@ enum RequestBodies {
             }
         case (.none, .some(let translation)):
             let velocity = velocity ?? 0
-            for (name, value) in [("translation", translation), ("velocity", velocity)] {
-                guard value.isFinite, abs(value) <= DragGesture.maximumMagnitude else {
-                    throw APIError.invalidField(name, "\"\(name)\" must be a finite number between -100000 and 100000.")
-                }
-            }
+            try checkMagnitude(translation, field: "translation")
+            try checkMagnitude(velocity, field: "velocity")
             return .gesture(DragGesture(translation: translation, velocity: velocity))
+        }
+    }
+
+    private static func checkMagnitude(_ value: Double, field: String) throws(APIError) {
+        guard value.isFinite, abs(value) <= DragGesture.maximumMagnitude else {
+            throw APIError.invalidField(field, "\"\(field)\" must be a finite number between -100000 and 100000.")
         }
     }
 

@@ -22,21 +22,47 @@ enum Route: Sendable, Equatable {
         case "/metrics": self = .metrics
         case "/openapi.yaml": self = .openAPI
         default:
-            // Parsed three times per request (preflight, answer, log): scan, do not split.
-            guard path.hasPrefix("/sessions/") else { return nil }
-            let rest = path.utf8.dropFirst("/sessions/".utf8.count)
-            guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else {
-                guard !rest.isEmpty else { return nil }
-                self = .session(Substring(rest))
-                return
+            // Parsed three times per request (preflight, answer, log): one scan over the
+            // contiguous bytes, no splitting and no allocation.
+            let scanned = path.utf8.withContiguousStorageIfAvailable { Route.scan($0) }
+                ?? Array(path.utf8).withUnsafeBufferPointer { Route.scan($0) }
+            guard let (idRange, tail) = scanned else {
+                return nil
             }
-            let id = Substring(rest[..<slash])
-            let tail = rest[rest.index(after: slash)...]
-            guard !id.isEmpty, !tail.contains(UInt8(ascii: "/")) else { return nil }
-            if tail.elementsEqual("events".utf8) { self = .events(id); return }
-            guard let action = Action(rawValue: String(Substring(tail))) else { return nil }
-            self = .action(id, action)
+            let utf8 = path.utf8
+            let id = Substring(utf8[utf8.index(utf8.startIndex, offsetBy: idRange.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: idRange.upperBound)])
+            switch tail {
+            case nil: self = .session(id)
+            case .events?: self = .events(id)
+            case .action(let action)?: self = .action(id, action)
+            }
         }
+    }
+
+    private enum Tail {
+        case events
+        case action(Action)
+    }
+
+    private static let prefix = Array("/sessions/".utf8)
+
+    /// `/sessions/{id}` and `/sessions/{id}/{tail}`: the id's byte range and the tail, or nil.
+    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, Tail?)? {
+        guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
+        let idStart = prefix.count
+        guard let slash = bytes[idStart...].firstIndex(of: UInt8(ascii: "/")) else {
+            return (idStart..<bytes.count, nil)
+        }
+        let tail = bytes[(slash + 1)...]
+        guard slash > idStart, !tail.contains(UInt8(ascii: "/")) else { return nil }
+        let kind: Tail
+        if tail.elementsEqual("events".utf8) { kind = .events }
+        else if tail.elementsEqual("drag".utf8) { kind = .action(.drag) }
+        else if tail.elementsEqual("confirm".utf8) { kind = .action(.confirm) }
+        else if tail.elementsEqual("dismiss".utf8) { kind = .action(.dismiss) }
+        else if tail.elementsEqual("present".utf8) { kind = .action(.present) }
+        else { return nil }
+        return (idStart..<slash, kind)
     }
 
     /// The methods each route answers, for 405 and `Allow`.

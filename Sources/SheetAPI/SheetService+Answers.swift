@@ -52,6 +52,7 @@ extension SheetService {
 
     func json(_ status: Int, _ body: [UInt8], requestID: String) -> HTTPResponse {
         var headers = HTTPHeaders()
+        headers.reserveCapacity(4)   // these two, ETag, and one more (Location or Allow)
         headers.add("Content-Type", "application/json; charset=utf-8")
         headers.add("X-Request-Id", requestID)
         return HTTPResponse(status: status, headers: headers, body: .bytes(body))

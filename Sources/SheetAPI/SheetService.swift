@@ -49,6 +49,11 @@ public final class SheetService: HTTPResponder {
             }
             let method = effectiveMethod(head)
             guard route.allowedMethods.contains(method) else { throw methodNotAllowed(route, method: head.method.rawValue) }
+            if case .action(let text, let kind) = route {
+                // The hot path, called directly: each async frame between here and the store is
+                // one more allocation per request once the task's first slab is used up.
+                return try await perform(kind, on: text, request: request, requestID: requestID)
+            }
             return try await handle(route, method: method, request: request, requestID: requestID)
         } catch {
             return errorResponse(error, requestID: requestID)

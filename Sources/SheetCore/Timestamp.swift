@@ -23,35 +23,42 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable {
     /// Instants outside years 0000–9999 are clamped to that range, so the output always has the
     /// fixed 24-character shape `init?(rfc3339:)` reads back.
     public var rfc3339: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        appendRFC3339(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the 24 bytes of `rfc3339` to `out`: answers write timestamps straight into their
+    /// buffer instead of making a String for each.
+    public func appendRFC3339(to out: inout [UInt8]) {
         let ms = min(max(millisecondsSince1970, Self.earliestFormattable.millisecondsSince1970),
                      Self.latestFormattable.millisecondsSince1970)
         let (days, msOfDay) = floorDivide(ms, 86_400_000)
-        let (year, month, day) = civil(fromDays: days)
+        let (civilYear, month, day) = civil(fromDays: days)
         let millis = Int(msOfDay % 1000)
         let seconds = Int(msOfDay / 1000)
-        var out = [UInt8](repeating: 0, count: 24)
-        func put(_ value: Int, at offset: Int, digits: Int) {
-            var v = value
-            for i in stride(from: offset + digits - 1, through: offset, by: -1) {
-                out[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
-                v /= 10
-            }
+        func put2(_ value: Int) {
+            out.append(UInt8(truncatingIfNeeded: 48 + value / 10))
+            out.append(UInt8(truncatingIfNeeded: 48 + value % 10))
         }
-        put(Int(year), at: 0, digits: 4)
-        out[4] = UInt8(ascii: "-")
-        put(month, at: 5, digits: 2)
-        out[7] = UInt8(ascii: "-")
-        put(day, at: 8, digits: 2)
-        out[10] = UInt8(ascii: "T")
-        put(seconds / 3600, at: 11, digits: 2)
-        out[13] = UInt8(ascii: ":")
-        put(seconds / 60 % 60, at: 14, digits: 2)
-        out[16] = UInt8(ascii: ":")
-        put(seconds % 60, at: 17, digits: 2)
-        out[19] = UInt8(ascii: ".")
-        put(millis, at: 20, digits: 3)
-        out[23] = UInt8(ascii: "Z")
-        return String(decoding: out, as: UTF8.self)
+        let year = Int(civilYear)
+        put2(year / 100)
+        put2(year % 100)
+        out.append(UInt8(ascii: "-"))
+        put2(month)
+        out.append(UInt8(ascii: "-"))
+        put2(day)
+        out.append(UInt8(ascii: "T"))
+        put2(seconds / 3600)
+        out.append(UInt8(ascii: ":"))
+        put2(seconds / 60 % 60)
+        out.append(UInt8(ascii: ":"))
+        put2(seconds % 60)
+        out.append(UInt8(ascii: "."))
+        out.append(UInt8(truncatingIfNeeded: 48 + millis / 100))
+        put2(millis % 100)
+        out.append(UInt8(ascii: "Z"))
     }
 
     /// Parses exactly the form `rfc3339` prints, so stored sessions read back bit for bit.

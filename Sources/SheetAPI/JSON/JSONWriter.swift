@@ -36,14 +36,32 @@ public struct JSONWriter {
 
     public mutating func integer<T: BinaryInteger>(_ value: T) {
         separate()
-        append(String(value))
+        if let small = Int64(exactly: value) {
+            appendDigits(small)
+        } else {
+            append(String(value))
+        }
         needsComma = true
     }
 
     /// Whole numbers print without a fraction (844, not 844.0); others as Swift's shortest round-trip form.
     public mutating func number(_ value: Double) {
         separate()
-        append(JSONWriter.format(value))
+        if value.isFinite, value == value.rounded(), abs(value) < 1e15 {
+            appendDigits(Int64(value))
+        } else {
+            append(JSONWriter.format(value))
+        }
+        needsComma = true
+    }
+
+    /// A string value whose bytes `body` appends: for ids and timestamps, which are ASCII that
+    /// needs no escaping, written without making a String first.
+    public mutating func unescapedString(_ body: (inout [UInt8]) -> Void) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        body(&bytes)
+        bytes.append(UInt8(ascii: "\""))
         needsComma = true
     }
 
@@ -64,6 +82,26 @@ public struct JSONWriter {
 
     private mutating func separate() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    /// Decimal digits of `value`, straight into the buffer (no String per number).
+    private mutating func appendDigits(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        if magnitude < 10 {
+            bytes.append(UInt8(truncatingIfNeeded: 48 + magnitude))
+            return
+        }
+        // 20 digits hold any UInt64; filled from the end.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            while magnitude > 0 {
+                start -= 1
+                digits[start] = UInt8(truncatingIfNeeded: 48 + magnitude % 10)
+                magnitude /= 10
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     private mutating func append(_ text: String) {
