@@ -56,21 +56,26 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(22)
-        appendDescription(to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
+        String(unsafeUninitializedCapacity: Self.textLength) { buffer in
+            writeDescription(into: buffer)
+            return Self.textLength
+        }
     }
 
-    /// Appends the 22 bytes of `description` to `bytes` (answers write ids without a String).
-    public func appendDescription(to bytes: inout [UInt8]) {
+    /// The length of every `description`.
+    public static let textLength = 22
+
+    /// Writes the bytes of `description` into the first `textLength` bytes of `out` (answers
+    /// write ids without a String).
+    public func writeDescription(into out: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(out.count >= Self.textLength, "a session id needs 22 bytes")
         SessionID.alphabet.withUnsafeBufferPointer { alphabet in
             // Emit 6 bits at a time from the top of the 128-bit value; the 22nd character holds the last 2 bits.
             for index in 0..<21 {
                 let shift = 122 - index * 6  // bit offset of this group's lowest bit
-                bytes.append(alphabet[Int(bits(at: shift, count: 6))])
+                out[index] = alphabet[Int(bits(at: shift, count: 6))]
             }
-            bytes.append(alphabet[Int((low & 0b11) << 4)])
+            out[21] = alphabet[Int((low & 0b11) << 4)]
         }
     }
 

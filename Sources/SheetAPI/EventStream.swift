@@ -52,10 +52,11 @@ final class EventStream: EventSubscriber {
     static func frame(_ event: SheetEvent) -> [UInt8] {
         var writer = JSONWriter(capacity: 192)
         Rendering.event(event, into: &writer)
+        let json = writer.bytes
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(writer.bytes.count + 48)
+        bytes.reserveCapacity(json.count + 48)
         bytes += Array("id: \(event.seq)\nevent: \(event.kind.type)\ndata: ".utf8)
-        bytes += writer.bytes
+        bytes += json
         bytes += [0x0A, 0x0A]
         return bytes
     }

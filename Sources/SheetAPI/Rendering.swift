@@ -7,7 +7,7 @@ enum Rendering {
     static func session(_ snapshot: SessionSnapshot, into writer: inout JSONWriter) {
         let sheet = snapshot.sheet
         writer.beginObject()
-        writer.key("id"); writer.unescapedString(snapshot.id.appendDescription)
+        writer.key("id"); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
         writer.key("version"); writer.integer(sheet.version)
         writer.key("phase"); writer.string(sheet.phase.rawValue)
         writer.key("detent"); writer.string(sheet.detent.description)
@@ -15,8 +15,8 @@ enum Rendering {
         writer.key("dismissReason")
         if let reason = sheet.dismissReason { writer.string(reason.rawValue) } else { writer.null() }
         writer.key("config"); configuration(sheet.configuration, into: &writer)
-        writer.key("createdAt"); writer.unescapedString(sheet.createdAt.appendRFC3339)
-        writer.key("updatedAt"); writer.unescapedString(sheet.updatedAt.appendRFC3339)
+        writer.key("createdAt"); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
+        writer.key("updatedAt"); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
         writer.endObject()
     }
 
@@ -48,7 +48,7 @@ enum Rendering {
         writer.beginObject()
         writer.key("seq"); writer.integer(event.seq)
         writer.key("type"); writer.string(event.kind.type)
-        writer.key("at"); writer.unescapedString(event.at.appendRFC3339)
+        writer.key("at"); writer.unescapedString(length: Timestamp.rfc3339Length, event.at.writeRFC3339)
         switch event.kind {
         case .presented(let detent, let presentation):
             writer.key("detent"); writer.string(detent.description)

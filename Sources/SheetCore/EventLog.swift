@@ -7,6 +7,9 @@ public struct EventLog: RandomAccessCollection, Hashable, Sendable {
     private var slots: [SheetEvent]
     /// Physical index of the oldest event once the ring is full; 0 before.
     private var head: UInt16
+    /// The newest event's `seq` (0 when empty), kept beside the ring: a sheet's version is read
+    /// on every request, and the ring's storage is usually cold in cache.
+    private(set) var newestSeq: UInt64 = 0
     private static let capacity = UInt16(Sheet.retainedEvents)
 
     init() {
@@ -30,6 +33,7 @@ public struct EventLog: RandomAccessCollection, Hashable, Sendable {
     }
 
     mutating func append(_ event: SheetEvent) {
+        newestSeq = event.seq
         if slots.count < Int(Self.capacity) {
             slots.append(event)
         } else {

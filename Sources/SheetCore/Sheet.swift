@@ -30,7 +30,7 @@ public struct Sheet: Hashable, Sendable, Codable {
     /// Where the sheet rests (or rested, once dismissed). Never the threshold.
     public var detent: Detent { configuration.storage.detents[Int(detentIndex)] }
     /// The `seq` of the latest event: what `If-Match`-style preconditions compare against.
-    public var version: UInt64 { log.newest?.seq ?? 0 }
+    public var version: UInt64 { log.newestSeq }
     /// When the latest event was recorded.
     public var updatedAt: Timestamp { log.newest?.at ?? createdAt }
     /// Newest `retainedEvents` events, oldest first.

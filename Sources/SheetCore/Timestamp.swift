@@ -23,42 +23,45 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable {
     /// Instants outside years 0000–9999 are clamped to that range, so the output always has the
     /// fixed 24-character shape `init?(rfc3339:)` reads back.
     public var rfc3339: String {
-        var out: [UInt8] = []
-        out.reserveCapacity(24)
-        appendRFC3339(to: &out)
-        return String(decoding: out, as: UTF8.self)
+        String(unsafeUninitializedCapacity: Self.rfc3339Length) { buffer in
+            writeRFC3339(into: buffer)
+            return Self.rfc3339Length
+        }
     }
 
-    /// Appends the 24 bytes of `rfc3339` to `out`: answers write timestamps straight into their
-    /// buffer instead of making a String for each.
-    public func appendRFC3339(to out: inout [UInt8]) {
+    /// The length of every `rfc3339` text.
+    public static let rfc3339Length = 24
+
+    /// Writes the bytes of `rfc3339` into the first `rfc3339Length` bytes of `out`: answers put
+    /// timestamps straight into their buffer instead of making a String for each.
+    public func writeRFC3339(into out: UnsafeMutableBufferPointer<UInt8>) {
+        precondition(out.count >= Self.rfc3339Length, "an RFC 3339 timestamp needs 24 bytes")
         let ms = min(max(millisecondsSince1970, Self.earliestFormattable.millisecondsSince1970),
                      Self.latestFormattable.millisecondsSince1970)
         let (days, msOfDay) = floorDivide(ms, 86_400_000)
-        let (civilYear, month, day) = civil(fromDays: days)
+        let (year, month, day) = civil(fromDays: days)
         let millis = Int(msOfDay % 1000)
         let seconds = Int(msOfDay / 1000)
-        func put2(_ value: Int) {
-            out.append(UInt8(truncatingIfNeeded: 48 + value / 10))
-            out.append(UInt8(truncatingIfNeeded: 48 + value % 10))
+        func put2(_ value: Int, at offset: Int) {
+            out[offset] = UInt8(truncatingIfNeeded: 48 + value / 10)
+            out[offset + 1] = UInt8(truncatingIfNeeded: 48 + value % 10)
         }
-        let year = Int(civilYear)
-        put2(year / 100)
-        put2(year % 100)
-        out.append(UInt8(ascii: "-"))
-        put2(month)
-        out.append(UInt8(ascii: "-"))
-        put2(day)
-        out.append(UInt8(ascii: "T"))
-        put2(seconds / 3600)
-        out.append(UInt8(ascii: ":"))
-        put2(seconds / 60 % 60)
-        out.append(UInt8(ascii: ":"))
-        put2(seconds % 60)
-        out.append(UInt8(ascii: "."))
-        out.append(UInt8(truncatingIfNeeded: 48 + millis / 100))
-        put2(millis % 100)
-        out.append(UInt8(ascii: "Z"))
+        put2(Int(year) / 100, at: 0)
+        put2(Int(year) % 100, at: 2)
+        out[4] = UInt8(ascii: "-")
+        put2(month, at: 5)
+        out[7] = UInt8(ascii: "-")
+        put2(day, at: 8)
+        out[10] = UInt8(ascii: "T")
+        put2(seconds / 3600, at: 11)
+        out[13] = UInt8(ascii: ":")
+        put2(seconds / 60 % 60, at: 14)
+        out[16] = UInt8(ascii: ":")
+        put2(seconds % 60, at: 17)
+        out[19] = UInt8(ascii: ".")
+        out[20] = UInt8(truncatingIfNeeded: 48 + millis / 100)
+        put2(millis % 100, at: 21)
+        out[23] = UInt8(ascii: "Z")
     }
 
     /// Parses exactly the form `rfc3339` prints, so stored sessions read back bit for bit.

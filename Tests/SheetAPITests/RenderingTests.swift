@@ -76,6 +76,41 @@ struct RenderingTests {
     }
 }
 
+@Suite("JSONWriter")
+struct JSONWriterTests {
+    @Test(arguments: [Int64.min, -1, 0, 9, 10, 99, 100, 1_000_000_007, Int64.max])
+    func integersPrintExactly(_ value: Int64) {
+        var writer = JSONWriter(capacity: 1)
+        writer.integer(value)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == String(value))
+    }
+
+    @Test func integersPastInt64PrintExactly() {
+        var writer = JSONWriter(capacity: 1)
+        writer.integer(UInt64.max)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "18446744073709551615")
+    }
+
+    /// A writer that starts far too small grows without losing or reordering anything.
+    @Test func growsPastItsFirstCapacity() {
+        var writer = JSONWriter(capacity: 1)
+        let long = String(repeating: "abc\"", count: 500)
+        writer.beginObject()
+        writer.key("text"); writer.string(long)
+        writer.key("list")
+        writer.beginArray()
+        for n in 0..<300 { writer.integer(n) }
+        writer.endArray()
+        writer.key("at")
+        writer.unescapedString(length: Timestamp.rfc3339Length, Timestamp(millisecondsSince1970: 0).writeRFC3339)
+        writer.endObject()
+        let object = RenderingTests.parse(writer.bytes) as? [String: Any]
+        #expect(object?["text"] as? String == long)
+        #expect(object?["list"] as? [Int] == Array(0..<300))
+        #expect(object?["at"] as? String == "1970-01-01T00:00:00.000Z")
+    }
+}
+
 @Suite("Session ids")
 struct SessionIDTests {
     @Test func roundTripAndRejectNonCanonical() {

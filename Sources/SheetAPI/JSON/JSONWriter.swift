@@ -1,27 +1,41 @@
 /// Writes JSON straight into a byte buffer. Answers are built on the hot path of every request,
 /// so this avoids Foundation's encoder (and its dictionaries) entirely.
-public struct JSONWriter {
-    public private(set) var bytes: [UInt8]
+///
+/// The buffer is raw memory the writer owns (hence `~Copyable`, freed in `deinit`): a write is
+/// a bounds check and a store, without the uniqueness check and header updates each
+/// `Array.append` makes. `bytes` copies the result out once.
+public struct JSONWriter: ~Copyable {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var count = 0
+    private var capacity: Int
     /// Whether the next member or element needs a comma before it.
     private var needsComma = false
 
     public init(capacity: Int = 512) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
     }
 
-    public mutating func beginObject() { separate(); bytes.append(UInt8(ascii: "{")); needsComma = false }
-    public mutating func endObject() { bytes.append(UInt8(ascii: "}")); needsComma = true }
-    public mutating func beginArray() { separate(); bytes.append(UInt8(ascii: "[")); needsComma = false }
-    public mutating func endArray() { bytes.append(UInt8(ascii: "]")); needsComma = true }
+    deinit { base.deallocate() }
+
+    /// What was written, as an array.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    public mutating func beginObject() { separate(); put(UInt8(ascii: "{")); needsComma = false }
+    public mutating func endObject() { put(UInt8(ascii: "}")); needsComma = true }
+    public mutating func beginArray() { separate(); put(UInt8(ascii: "[")); needsComma = false }
+    public mutating func endArray() { put(UInt8(ascii: "]")); needsComma = true }
 
     /// Starts a member: `"key":`. The value written next belongs to it.
     public mutating func key(_ key: StaticString) {
         separate()
-        bytes.append(UInt8(ascii: "\""))
-        key.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
+        reserve(key.utf8CodeUnitCount + 3)
+        base[count] = UInt8(ascii: "\"")
+        (base + count + 1).update(from: key.utf8Start, count: key.utf8CodeUnitCount)
+        count += key.utf8CodeUnitCount + 1
+        base[count] = UInt8(ascii: "\"")
+        base[count + 1] = UInt8(ascii: ":")
+        count += 2
         needsComma = false
     }
 
@@ -31,13 +45,13 @@ public struct JSONWriter {
         needsComma = true
     }
 
-    public mutating func null() { separate(); append("null"); needsComma = true }
-    public mutating func bool(_ value: Bool) { separate(); append(value ? "true" : "false"); needsComma = true }
+    public mutating func null() { separate(); put("null"); needsComma = true }
+    public mutating func bool(_ value: Bool) { separate(); put(value ? "true" : "false"); needsComma = true }
 
     public mutating func integer<T: BinaryInteger>(_ value: T) {
         separate()
         if let small = Int64(exactly: value) {
-            appendDigits(small)
+            putDigits(small)
         } else {
             append(String(value))
         }
@@ -48,20 +62,22 @@ public struct JSONWriter {
     public mutating func number(_ value: Double) {
         separate()
         if value.isFinite, value == value.rounded(), abs(value) < 1e15 {
-            appendDigits(Int64(value))
+            putDigits(Int64(value))
         } else {
             append(JSONWriter.format(value))
         }
         needsComma = true
     }
 
-    /// A string value whose bytes `body` appends: for ids and timestamps, which are ASCII that
-    /// needs no escaping, written without making a String first.
-    public mutating func unescapedString(_ body: (inout [UInt8]) -> Void) {
+    /// A string value of exactly `length` bytes that `write` fills in: for ids and timestamps,
+    /// which are ASCII needing no escaping, written without making a String first.
+    public mutating func unescapedString(length: Int, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Void) {
         separate()
-        bytes.append(UInt8(ascii: "\""))
-        body(&bytes)
-        bytes.append(UInt8(ascii: "\""))
+        reserve(length + 2)
+        base[count] = UInt8(ascii: "\"")
+        write(UnsafeMutableBufferPointer(start: base + count + 1, count: length))
+        base[count + 1 + length] = UInt8(ascii: "\"")
+        count += length + 2
         needsComma = true
     }
 
@@ -76,63 +92,99 @@ public struct JSONWriter {
     /// Appends bytes that are already JSON (a pre-rendered value).
     public mutating func raw(_ json: [UInt8]) {
         separate()
-        bytes.append(contentsOf: json)
+        json.withUnsafeBufferPointer { put($0) }
         needsComma = true
     }
 
-    private mutating func separate() {
-        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    // MARK: Buffer
+
+    /// Makes room for `extra` more bytes, doubling as needed.
+    @inline(__always)
+    private mutating func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(to: count + extra) }
     }
 
-    /// Decimal digits of `value`, straight into the buffer (no String per number).
-    private mutating func appendDigits(_ value: Int64) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    private mutating func grow(to needed: Int) {
+        let newCapacity = max(needed, capacity * 2)
+        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        newBase.update(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+
+    @inline(__always)
+    private mutating func put(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    private mutating func put(_ buffer: UnsafeBufferPointer<UInt8>) {
+        guard let source = buffer.baseAddress, !buffer.isEmpty else { return }
+        reserve(buffer.count)
+        (base + count).update(from: source, count: buffer.count)
+        count += buffer.count
+    }
+
+    private mutating func put(_ text: StaticString) {
+        put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    private mutating func separate() {
+        if needsComma { put(UInt8(ascii: ",")) }
+    }
+
+    /// Decimal digits of `value`, written back to front into their final place.
+    private mutating func putDigits(_ value: Int64) {
+        if value < 0 { put(UInt8(ascii: "-")) }
         var magnitude = value.magnitude
-        if magnitude < 10 {
-            bytes.append(UInt8(truncatingIfNeeded: 48 + magnitude))
-            return
+        var digits = 1
+        var bound: UInt64 = 10
+        while digits < 20 && magnitude >= bound {
+            digits += 1
+            bound = bound &* 10
         }
-        // 20 digits hold any UInt64; filled from the end.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var start = 20
-            while magnitude > 0 {
-                start -= 1
-                digits[start] = UInt8(truncatingIfNeeded: 48 + magnitude % 10)
-                magnitude /= 10
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
-        }
+        reserve(digits)
+        var index = count + digits
+        repeat {
+            index -= 1
+            base[index] = UInt8(truncatingIfNeeded: 48 + magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        count += digits
     }
 
     private mutating func append(_ text: String) {
         var text = text
-        text.withUTF8 { bytes.append(contentsOf: $0) }
+        text.withUTF8 { put($0) }
     }
 
     private mutating func appendQuoted(_ value: String) {
-        bytes.append(UInt8(ascii: "\""))
+        put(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
-            // Most strings here (ids, detents, timestamps) need no escaping: copy them in one go.
+            // Most strings here (detents, enum values, messages) need no escaping: copy them in one go.
             if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }) {
-                bytes.append(contentsOf: utf8)
+                put(utf8)
                 return
             }
             for byte in utf8 {
                 switch byte {
-                case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-                case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-                case 0x0A: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
-                case 0x0D: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
-                case 0x09: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+                case UInt8(ascii: "\""): put(UInt8(ascii: "\\")); put(byte)
+                case UInt8(ascii: "\\"): put(UInt8(ascii: "\\")); put(byte)
+                case 0x0A: put(UInt8(ascii: "\\")); put(UInt8(ascii: "n"))
+                case 0x0D: put(UInt8(ascii: "\\")); put(UInt8(ascii: "r"))
+                case 0x09: put(UInt8(ascii: "\\")); put(UInt8(ascii: "t"))
                 case 0x00..<0x20, 0x7F:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                              hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-                default: bytes.append(byte)
+                    let hex: StaticString = "0123456789abcdef"
+                    put("\\u00")
+                    put(hex.utf8Start[Int(byte >> 4)])
+                    put(hex.utf8Start[Int(byte & 0xF)])
+                default: put(byte)
                 }
             }
         }
-        bytes.append(UInt8(ascii: "\""))
+        put(UInt8(ascii: "\""))
     }
 }
