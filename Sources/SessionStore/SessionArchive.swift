@@ -21,6 +21,13 @@ public protocol SessionArchive: AnyObject, Sendable {
 
     /// Commits what is queued, then releases the storage. Nothing may be submitted afterwards.
     func close()
+
+    /// False for an archive that drops what it is given: shards then skip describing changes.
+    var keepsChanges: Bool { get }
+}
+
+extension SessionArchive {
+    public var keepsChanges: Bool { true }
 }
 
 /// One change to what is stored. A request's changes are submitted together and commit together,
@@ -189,4 +196,5 @@ public final class VolatileArchive: SessionArchive {
     public func load() throws(ArchiveError) -> ArchiveContents { ArchiveContents() }
     public func submit(_ changes: [ArchiveChange]) -> ArchiveCommit { .immediate }
     public func close() {}
+    public var keepsChanges: Bool { false }
 }

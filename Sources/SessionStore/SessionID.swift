@@ -24,14 +24,20 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
     }()
 
     /// Parses exactly the 22-character form `description` prints; anything else is nil, so one id has one spelling.
-    public init?(_ text: some StringProtocol) {
+    public init?(_ text: Substring) {
+        // Concrete (not `some StringProtocol`): a generic entry point is not specialised across
+        // modules, and ids are parsed on every request.
         let parsed = text.utf8.withContiguousStorageIfAvailable { SessionID.parse($0) }
-            ?? SessionID.parse(Array(text.utf8))
+            ?? Array(text.utf8).withUnsafeBufferPointer { SessionID.parse($0) }
         guard let parsed else { return nil }
         self = parsed
     }
 
-    private static func parse(_ utf8: some Collection<UInt8>) -> SessionID? {
+    public init?(_ text: String) {
+        self.init(Substring(text))
+    }
+
+    private static func parse(_ utf8: UnsafeBufferPointer<UInt8>) -> SessionID? {
         guard utf8.count == 22 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0

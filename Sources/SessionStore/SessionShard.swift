@@ -57,6 +57,8 @@ actor SessionShard {
     private var sweepCursor = 0
     let clock: StoreClock
     private let archive: any SessionArchive
+    /// `archive.keepsChanges`, read once: the volatile archive needs no change descriptions.
+    private let archiveKeepsChanges: Bool
     /// Only sessions with a commit outstanding are here; the map stays as small as the load.
     private var inFlight: [SessionID: InFlight] = [:]
     /// Sessions read since their last write: their last access is saved by `flushTouched`.
@@ -66,6 +68,7 @@ actor SessionShard {
          restoring restored: [RestoredSession] = [], keys: [ArchivedKey] = []) {
         self.clock = clock
         self.archive = archive
+        self.archiveKeepsChanges = archive.keepsChanges
         var ledger = IdempotencyLedger(capacity: idempotencyCapacity)
         var dropped: [ArchiveChange] = []
         for key in keys {
@@ -214,6 +217,7 @@ actor SessionShard {
             touched.insert(id)
             return (.success(result), previous, [])
         }
+        guard archiveKeepsChanges else { return (.success(result), previous, []) }
         let changed = ArchiveChange.changed(id, state: ArchivedState(entry.sheet), events: outcome.events,
                                             lastAccess: entry.lastAccess)
         return (.success(result), previous, [changed])

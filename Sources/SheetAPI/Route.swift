@@ -16,21 +16,19 @@ enum Route: Sendable, Equatable {
     case openAPI
 
     init?(path: String) {
-        switch path {
-        case "/sessions": self = .sessions
-        case "/healthz": self = .health
-        case "/metrics": self = .metrics
-        case "/openapi.yaml": self = .openAPI
-        default:
-            // Parsed three times per request (preflight, answer, log): one scan over the
-            // contiguous bytes, no splitting and no allocation.
-            let scanned = path.utf8.withContiguousStorageIfAvailable { Route.scan($0) }
-                ?? Array(path.utf8).withUnsafeBufferPointer { Route.scan($0) }
-            guard let (idRange, tail) = scanned else {
-                return nil
-            }
+        // Parsed three times per request (preflight, answer, log): one scan over the
+        // contiguous bytes, no splitting, no String comparisons and no allocation.
+        let scanned = path.utf8.withContiguousStorageIfAvailable { Route.scan($0) }
+            ?? Array(path.utf8).withUnsafeBufferPointer { Route.scan($0) }
+        switch scanned {
+        case nil:
+            return nil
+        case .fixed(let route)?:
+            self = route
+        case .session(let idRange, let tail)?:
             let utf8 = path.utf8
-            let id = Substring(utf8[utf8.index(utf8.startIndex, offsetBy: idRange.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: idRange.upperBound)])
+            let start = utf8.index(utf8.startIndex, offsetBy: idRange.lowerBound)
+            let id = Substring(utf8[start..<utf8.index(start, offsetBy: idRange.count)])
             switch tail {
             case nil: self = .session(id)
             case .events?: self = .events(id)
@@ -39,30 +37,53 @@ enum Route: Sendable, Equatable {
         }
     }
 
+    private enum Scanned {
+        case fixed(Route)
+        /// `/sessions/{id}` and `/sessions/{id}/{tail}`: the id's byte range and the tail.
+        case session(Range<Int>, Tail?)
+    }
+
     private enum Tail {
         case events
         case action(Action)
     }
 
-    private static let prefix = Array("/sessions/".utf8)
-
-    /// `/sessions/{id}` and `/sessions/{id}/{tail}`: the id's byte range and the tail, or nil.
-    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (Range<Int>, Tail?)? {
-        guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
-        let idStart = prefix.count
-        guard let slash = bytes[idStart...].firstIndex(of: UInt8(ascii: "/")) else {
-            return (idStart..<bytes.count, nil)
+    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> Scanned? {
+        let prefix: StaticString = "/sessions/"
+        let prefixLength = prefix.utf8CodeUnitCount
+        guard bytes.count > prefixLength else {
+            if matches(bytes[...], "/sessions") { return .fixed(.sessions) }
+            if matches(bytes[...], "/healthz") { return .fixed(.health) }
+            if matches(bytes[...], "/metrics") { return .fixed(.metrics) }
+            return nil
+        }
+        guard matches(bytes[..<prefixLength], prefix) else {
+            return matches(bytes[...], "/openapi.yaml") ? .fixed(.openAPI) : nil
+        }
+        guard let slash = bytes[prefixLength...].firstIndex(of: UInt8(ascii: "/")) else {
+            return .session(prefixLength..<bytes.count, nil)
         }
         let tail = bytes[(slash + 1)...]
-        guard slash > idStart, !tail.contains(UInt8(ascii: "/")) else { return nil }
+        guard slash > prefixLength, !tail.contains(UInt8(ascii: "/")) else { return nil }
         let kind: Tail
-        if tail.elementsEqual("events".utf8) { kind = .events }
-        else if tail.elementsEqual("drag".utf8) { kind = .action(.drag) }
-        else if tail.elementsEqual("confirm".utf8) { kind = .action(.confirm) }
-        else if tail.elementsEqual("dismiss".utf8) { kind = .action(.dismiss) }
-        else if tail.elementsEqual("present".utf8) { kind = .action(.present) }
+        if matches(tail, "drag") { kind = .action(.drag) }
+        else if matches(tail, "events") { kind = .events }
+        else if matches(tail, "confirm") { kind = .action(.confirm) }
+        else if matches(tail, "dismiss") { kind = .action(.dismiss) }
+        else if matches(tail, "present") { kind = .action(.present) }
         else { return nil }
-        return (idStart..<slash, kind)
+        return .session(prefixLength..<slash, kind)
+    }
+
+    private static func matches(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ text: StaticString) -> Bool {
+        guard bytes.count == text.utf8CodeUnitCount else { return false }
+        let expected = text.utf8Start
+        var offset = 0
+        for byte in bytes {
+            if byte != expected[offset] { return false }
+            offset += 1
+        }
+        return true
     }
 
     /// The methods each route answers, for 405 and `Allow`.

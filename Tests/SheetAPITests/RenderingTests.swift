@@ -146,3 +146,31 @@ struct MetricsLabelTests {
         #expect(Route(path: "/sessions/x/") == nil)
     }
 }
+
+@Suite("Route parsing")
+struct RouteParsingTests {
+    @Test(arguments: [
+        ("/sessions", Route.sessions), ("/healthz", .health), ("/metrics", .metrics), ("/openapi.yaml", .openAPI),
+        ("/sessions/abc", .session("abc")), ("/sessions/abc/events", .events("abc")),
+        ("/sessions/abc/drag", .action("abc", .drag)), ("/sessions/abc/confirm", .action("abc", .confirm)),
+        ("/sessions/abc/dismiss", .action("abc", .dismiss)), ("/sessions/abc/present", .action("abc", .present)),
+        ("/sessions/ünï/drag", .action("ünï", .drag)),
+    ])
+    func knownPaths(_ path: String, _ route: Route) {
+        #expect(Route(path: path) == route)
+    }
+
+    @Test(arguments: ["", "/", "/session", "/sessionsx", "/sessions/", "/healthz/", "/metricsx", "/openapi.yml",
+                      "/sessions/abc/Drag", "/sessions/abc/dra", "/sessions/abc/drags", "/x/sessions/abc"])
+    func unknownPaths(_ path: String) {
+        #expect(Route(path: path) == nil)
+    }
+}
+
+@Suite("Request ids")
+struct RequestIDTests {
+    @Test(arguments: [0, 1, 35, 36, 1295, 1296, 123_456_789, 4_738_381_338_321_616_895, UInt64.max])
+    func generatedIDsAreThePrefixAndTheNumberInBase36(_ number: UInt64) {
+        #expect(RequestIDSource.format(prefix: "k3x9", number: number) == "k3x9-" + String(number, radix: 36))
+    }
+}
