@@ -7,7 +7,10 @@ import Synchronization
 public final class SessionStore: Sendable {
     public struct Configuration: Sendable {
         public var maxSessions = 1_000_000
-        public var shardCount = 16
+        /// 64, not fewer: a shard's dictionary doubles in one step, blocking that shard (and the
+        /// thread running it) while it rehashes; smaller shards keep those pauses short (creating
+        /// ~900,000 sessions: p99.9 6 ms with 64 shards, 26 ms with 16).
+        public var shardCount = 64
         /// Idempotency keys remembered in all, oldest forgotten first past this number.
         public var idempotencyCapacity = 100_000
         /// Sessions nobody has named for this long are removed by the sweep.
