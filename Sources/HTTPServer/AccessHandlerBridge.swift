@@ -224,6 +224,7 @@ extension ServerCore {
         }
         context.deadline = .now + suspendedRequestDeadline
         suspensionBegan()
+        requestSuspensions.add(1, ordering: .relaxed)
         MHD_suspend_connection(context.connection)
         guard context.handOverToResolver() else {
             // The answer came from another thread between the check and the suspension: resume

@@ -78,6 +78,10 @@ public final class HTTPServer: Sendable {
     /// Open connections now (for metrics).
     public var openConnections: Int { core.openConnections.load(ordering: .relaxed) }
 
+    /// Requests since start whose connection was suspended while the responder waited (for
+    /// metrics: the others were answered without leaving the libmicrohttpd thread).
+    public var requestSuspensions: UInt64 { core.requestSuspensions.load(ordering: .relaxed) }
+
     /// Requests between their head and their completion now (for metrics; added to the contract).
     public var requestsInProgress: Int { core.requestsInProgress.load(ordering: .relaxed) }
 

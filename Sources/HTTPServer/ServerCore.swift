@@ -21,6 +21,9 @@ final class ServerCore: Sendable {
     /// Connections suspended and not yet resumed. `MHD_stop_daemon` aborts the process if any
     /// connection is suspended; shutdown waits for this to reach 0 first.
     let unresumedSuspensions = Atomic<Int>(0)
+    /// Requests whose responder had to wait (a busy actor, a long-poll, a commit), so their
+    /// connection was suspended, since start. The rest were answered within the access handler.
+    let requestSuspensions = Atomic<UInt64>(0)
     /// Set when shutdown begins: new requests are refused with 503 + Connection: close.
     let isStopping = Atomic<Bool>(false)
 

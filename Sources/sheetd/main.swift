@@ -62,7 +62,9 @@ enum Service {
         httpConfiguration.maxConnectionsPerClient = options.maxConnectionsPerClient
         httpConfiguration.errorLog = { observer.serverError($0) }
         let server = HTTPServer(configuration: httpConfiguration, responder: service)
-        observer.readOpenConnections { server.openConnections }
+        observer.readServerFigures {
+            ServiceObserver.ServerFigures(openConnections: server.openConnections, requestSuspensions: server.requestSuspensions)
+        }
 
         let port: Int
         do {

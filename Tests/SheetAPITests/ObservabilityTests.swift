@@ -30,6 +30,9 @@ struct ObservabilityTests {
             _ = try client.request("POST", "/sessions/\(id)/drag", body: #"{"translation":-50,"velocity":-2000}"#) // gesture → large, no event
             _ = try client.request("POST", "/sessions/\(id)/confirm", body: #"{"action":"save"}"#)        // 409, counts nothing
             _ = try client.request("POST", "/sessions/\(id)/dismiss", body: #"{"reason":"done"}"#)        // dismissed (done)
+            let version = try #require(try client.request("GET", "/sessions/\(id)").json["version"] as? Int)
+            let poll = try client.request("GET", "/sessions/\(id)/events?after=\(version)&wait=0.1") // waits: a suspension
+            #expect(poll.status == 200)
 
             let text = try client.request("GET", "/metrics")
             #expect(text.header("Content-Type") == "text/plain; version=0.0.4; charset=utf-8")
@@ -61,6 +64,7 @@ struct ObservabilityTests {
             #expect(delta(#"http_request_duration_seconds_count{route="/sessions/{id}/drag"}"#) == 4)
             #expect(after[#"http_request_duration_seconds_bucket{route="/sessions/{id}/drag",le="+Inf"}"#] == 4)
             #expect((after["sheetd_open_connections"] ?? 0) >= 1)
+            #expect(delta("sheetd_request_suspensions_total") >= 1)
             #expect((after["process_resident_memory_bytes"] ?? 0) > 1_000_000)
             #expect((after["process_open_fds"] ?? 0) > 3)
             #expect((after["process_start_time_seconds"] ?? 0) > 1_700_000_000)

@@ -57,8 +57,12 @@ extension ServiceObserver {
         out.family("sheetd_gesture_targets_total", "counter", "Where released gestures settled: a detent, or closed.")
         out.sample("sheetd_gesture_targets_total", [("target", "detent")], Double(m.gestureTargets[0].current))
         out.sample("sheetd_gesture_targets_total", [("target", "closed")], Double(m.gestureTargets[1].current))
+        let server = serverFigures
         out.family("sheetd_open_connections", "gauge", "HTTP connections open now.")
-        out.sample("sheetd_open_connections", [], Double(openConnections))
+        out.sample("sheetd_open_connections", [], Double(server.openConnections))
+        out.family("sheetd_request_suspensions_total", "counter",
+                   "Requests that waited for the store (a busy shard, a long-poll, a commit) on a suspended connection; the others were answered on the connection's thread.")
+        out.sample("sheetd_request_suspensions_total", [], Double(server.requestSuspensions))
 
         let process = ProcessFigures.read()
         out.family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.")

@@ -17,8 +17,8 @@ public final class ServiceObserver: Sendable {
     let metrics = Metrics()
     let format: LogFormat
     let level: LogLevel
-    /// Open connections, read from the HTTP server at scrape time (the server is made after the service).
-    private let connectionSource = Mutex<(@Sendable () -> Int)?>(nil)
+    /// The HTTP server's own figures, read at scrape time (the server is made after the service).
+    private let serverSource = Mutex<(@Sendable () -> ServerFigures)?>(nil)
     let startTime: Double
     let log: LogSink
 
@@ -31,11 +31,25 @@ public final class ServiceObserver: Sendable {
         startTime = Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 
-    public func readOpenConnections(from source: @escaping @Sendable () -> Int) {
-        connectionSource.withLock { $0 = source }
+    /// What the HTTP layer counts, for `/metrics`.
+    public struct ServerFigures: Sendable {
+        public var openConnections: Int
+        /// Requests whose connection was suspended while they waited (see `HTTPServer.requestSuspensions`).
+        public var requestSuspensions: UInt64
+
+        public init(openConnections: Int, requestSuspensions: UInt64) {
+            self.openConnections = openConnections
+            self.requestSuspensions = requestSuspensions
+        }
     }
 
-    var openConnections: Int { connectionSource.withLock { $0 }?() ?? 0 }
+    public func readServerFigures(from source: @escaping @Sendable () -> ServerFigures) {
+        serverSource.withLock { $0 = source }
+    }
+
+    var serverFigures: ServerFigures {
+        serverSource.withLock { $0 }?() ?? ServerFigures(openConnections: 0, requestSuspensions: 0)
+    }
 
     func completed(_ record: HTTPExchangeRecord, route parsed: Route?) {
         let seconds = Double((record.finished - record.started).components.attoseconds) / 1e18
