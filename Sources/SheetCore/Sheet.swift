@@ -14,8 +14,9 @@ public struct SheetOutcome: Hashable, Sendable {
 /// One session's sheet: state plus a reducer, `apply(action) → events`. No I/O and no clock.
 ///
 /// Stored compactly — the configuration is one shared reference, the detent an index into it,
-/// and `version`/`updatedAt` are read off the newest event instead of being kept twice — so a
-/// store can hold many sessions and copy one cheaply.
+/// and `version`/`updatedAt` come from the newest event (its seq cached beside the event ring)
+/// instead of being kept as fields of their own — so a store can hold many sessions and copy one
+/// cheaply.
 public struct Sheet: Hashable, Sendable, Codable {
     public static let retainedEvents = 256
 
