@@ -49,7 +49,7 @@ struct HTTPFuzzTests {
                         }
                     }
                     guard let connection = WireConnection(port: port, receiveTimeout: 5) else {
-                        report("connection refused")
+                        report("connect failed: \(String(cString: strerror(errno)))")
                         continue
                     }
                     // The server may answer and close before it has read everything (413, 431,

@@ -210,7 +210,7 @@ final class WireConnection {
     private(set) var isOpen = true
     private var pending: [UInt8] = []
 
-    /// nil when the connection is refused.
+    /// nil when the connection cannot be made; `errno` then says why.
     init?(port: Int, receiveTimeout: Double = 10) {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
@@ -227,7 +227,9 @@ final class WireConnection {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard result == 0 else {
+            let reason = errno
             close(fd)
+            errno = reason
             return nil
         }
     }
