@@ -137,16 +137,23 @@ extension ServerCore {
         if let text = head.headers["Content-Length"] {
             contentLength = parseContentLength(text)
         }
+        let lengthFields = head.headers.count(of: "Content-Length")
         let action = context.machine.headReceived(
             headerCount: headerCount,
             contentLength: contentLength,
+            ambiguousLength: lengthFields > 1 || (lengthFields == 1 && head.headers.contains("Transfer-Encoding")),
             shuttingDown: isStopping.load(ordering: .relaxed)
         )
         switch action {
         case .reject(let rejection):
             context.connectionState?.markBusy()
-            let response = rejection == .serviceUnavailable
+            var response = rejection == .serviceUnavailable
                 ? shutdownAnswer(head) : responder.rejection(rejection, head: head)
+            if rejection == .ambiguousLength {
+                // Where this request's body ends is unknown, so nothing after it on this
+                // connection can be trusted to be a request.
+                response.headers.replace("Connection", "close")
+            }
             return queue(response, for: context)
         case .proceed:
             if let early = responder.preflight(head) {

@@ -33,6 +33,13 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, C
 
     public func contains(_ name: String) -> Bool { self[name] != nil }
 
+    /// How many times `name` occurs (without building the values).
+    public func count(of name: String) -> Int {
+        var count = 0
+        for pair in storage where pair.name.asciiCaseInsensitiveEquals(name) { count += 1 }
+        return count
+    }
+
     public mutating func add(_ name: String, _ value: String) {
         storage.append((name: name, value: value))
     }

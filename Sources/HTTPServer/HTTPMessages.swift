@@ -86,6 +86,11 @@ public enum HTTPRejection: Sendable, Hashable {
     /// Shutting down (also: a responder that overran `suspendedRequestDeadline`, unless the
     /// responder overrides `deadlineExceeded(_:)`).
     case serviceUnavailable
+    /// The body's length is ambiguous: `Content-Length` more than once, or together with
+    /// `Transfer-Encoding`. A proxy in front could read such a request differently (request
+    /// smuggling), so it is refused (RFC 9112 §6.3: 400) and the connection closed after the
+    /// answer. libmicrohttpd itself accepts both shapes.
+    case ambiguousLength
 }
 
 /// One finished exchange, for logs and metrics.

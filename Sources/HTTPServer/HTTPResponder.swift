@@ -52,6 +52,9 @@ extension HTTPResponse {
         case .serviceUnavailable:
             status = 503
             text = "service unavailable\n"
+        case .ambiguousLength:
+            status = 400
+            text = "ambiguous body length: Content-Length repeated or with Transfer-Encoding\n"
         }
         return HTTPResponse(
             status: status,

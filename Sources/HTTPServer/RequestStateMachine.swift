@@ -56,7 +56,8 @@ struct RequestStateMachine: Sendable {
     init(limits: Limits) { self.limits = limits }
 
     /// The first call: headers are in.
-    mutating func headReceived(headerCount: Int, contentLength: Int?, shuttingDown: Bool) -> HeadAction {
+    /// `ambiguousLength`: `Content-Length` was sent more than once, or with `Transfer-Encoding`.
+    mutating func headReceived(headerCount: Int, contentLength: Int?, ambiguousLength: Bool = false, shuttingDown: Bool) -> HeadAction {
         guard case .head = state else {
             state = .failed
             return .reject(.serviceUnavailable)
@@ -64,6 +65,10 @@ struct RequestStateMachine: Sendable {
         if shuttingDown {
             state = .answered
             return .reject(.serviceUnavailable)
+        }
+        if ambiguousLength {
+            state = .answered
+            return .reject(.ambiguousLength)
         }
         if headerCount > limits.maxHeaderCount {
             state = .answered

@@ -23,13 +23,15 @@ public struct APIError: Error, Sendable {
         case payloadTooLarge = "payload_too_large"
         case idempotencyKeyReused = "idempotency_key_reused"
         case headersTooLarge = "headers_too_large"
+        case ambiguousLength = "ambiguous_length"
         case capacityExceeded = "capacity_exceeded"
         case shuttingDown = "shutting_down"
 
         /// The HTTP status of each code: the only mapping from errors to statuses in sheetd.
         public var status: Int {
             switch self {
-            case .invalidJSON, .invalidField, .unknownField, .invalidDetent, .unknownDetent, .invalidIdempotencyKey: 400
+            case .invalidJSON, .invalidField, .unknownField, .invalidDetent, .unknownDetent, .invalidIdempotencyKey,
+                 .ambiguousLength: 400
             case .sessionNotFound, .routeNotFound: 404
             case .methodNotAllowed: 405
             case .confirmationPending, .sheetDismissed, .noPendingConfirmation, .sheetPresented: 409

@@ -68,6 +68,10 @@ public final class SheetService: HTTPResponder {
             APIError(.headersTooLarge, "The request has more than \(limit) header fields.")
         case .serviceUnavailable:
             APIError(.shuttingDown, "The server is shutting down; retry against another instance or after it restarts.")
+        case .ambiguousLength:
+            APIError(.ambiguousLength,
+                     "Content-Length appears more than once, or together with Transfer-Encoding, so where the body ends is ambiguous; nothing was read or changed, and the connection is closed.",
+                     field: "Content-Length")
         }
         return errorResponse(error, head: head)
     }

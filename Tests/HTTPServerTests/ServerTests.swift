@@ -152,6 +152,29 @@ struct ServerTests {
         }
     }
 
+    @Test("Content-Length twice, or with Transfer-Encoding: 400, responder not called, connection closed",
+          arguments: [
+              "Content-Length: 5\r\nContent-Length: 4\r\n\r\nhello",
+              "Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+              "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+              "transfer-encoding: chunked\r\ncontent-length: 4\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+          ])
+    func ambiguousLength(framing: String) async throws {
+        try await withServer { _, port, probe in
+            let (response, closed) = try await onThread {
+                let client = try RawHTTPClient(port: port, receiveTimeout: 3)
+                // What follows the body would be a second request to anyone framing it the other way.
+                try client.send("POST /echo HTTP/1.1\r\nHost: x\r\n" + framing + "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+                let response = try client.readResponse()
+                return (response, client.waitForClose())
+            }
+            #expect(response.status == 400)
+            #expect(response.header("Connection")?.lowercased() == "close")
+            #expect(closed)
+            #expect(probe.respondCalls == 0)
+        }
+    }
+
     @Test("413 for a Content-Length over the limit, without reading the body")
     func contentLengthTooLarge() async throws {
         try await withServer({ $0.maxBodySize = 1000 }) { _, port, probe in

@@ -31,6 +31,15 @@ struct RequestStateMachineTests {
         if expected != .proceed { #expect(machine.state == .answered) }
     }
 
+    @Test("an ambiguous body length is refused; shutting down still answers 503 first")
+    func ambiguousLength() {
+        var machine = RequestStateMachine(limits: Self.limits)
+        #expect(machine.headReceived(headerCount: 3, contentLength: 10, ambiguousLength: true, shuttingDown: false) == .reject(.ambiguousLength))
+        #expect(machine.state == .answered)
+        var stopping = RequestStateMachine(limits: Self.limits)
+        #expect(stopping.headReceived(headerCount: 3, contentLength: 10, ambiguousLength: true, shuttingDown: true) == .reject(.serviceUnavailable))
+    }
+
     @Test("a chunked body past the limit is drained, then refused; far past it the connection is closed")
     func chunkedOverLimit() {
         var machine = RequestStateMachine(limits: Self.limits)

@@ -222,6 +222,31 @@ struct RoutesAndErrorsTests {
         }
     }
 
+    /// A request a proxy could frame differently (two lengths, or a length and chunked) changes
+    /// nothing: 400 `ambiguous_length`, and the connection is closed so that what follows the
+    /// body is never read as a request.
+    @Test func ambiguousBodyLengthIsRefusedAndChangesNothing() async throws {
+        try await offPool {
+            let setup = try Self.client()
+            let id = try Self.createSession(setup)
+            let before = try setup.request("GET", "/sessions/\(id)")
+            let body = #"{"to":"medium"}"#
+            for framing in ["Content-Length: \(body.utf8.count)\r\nContent-Length: 4\r\n\r\n\(body)",
+                            "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\nf\r\n\(body)\r\n0\r\n\r\n"] {
+                let client = try Self.client()
+                try client.sendRaw(Array("POST /sessions/\(id)/drag HTTP/1.1\r\nHost: x\r\n\(framing)".utf8))
+                let response = try client.readResponse()
+                #expect(response.status == 400)
+                #expect(response.errorCode == "ambiguous_length")
+                #expect((response.json["error"] as? [String: Any])?["field"] as? String == "Content-Length")
+                #expect(response.header("X-Request-Id") != nil)
+                #expect(client.serverClosed())
+            }
+            let after = try setup.request("GET", "/sessions/\(id)")
+            #expect(after.text == before.text)
+        }
+    }
+
     @Test func chunkedOversizedBodyIsRefused() async throws {
         try await offPool {
             let client = try Self.client()
