@@ -41,8 +41,7 @@ final class ConnectionState: Sendable {
 /// All open connections, for the request-receive deadline.
 final class ConnectionTracker: Sendable {
     private struct State: Sendable {
-        var connections: [ConnectionState] = []
-        var compactionThreshold = 256
+        var connections = CompactingList<ConnectionState>(compactingFrom: 256) { $0.closed.withLock { $0 } }
     }
 
     private let state = LockedValue(State())
@@ -54,13 +53,7 @@ final class ConnectionTracker: Sendable {
     }
 
     func opened(_ connection: ConnectionState) {
-        state.withLock { s in
-            if s.connections.count >= s.compactionThreshold {
-                s.connections.removeAll { $0.closed.withLock { $0 } }
-                s.compactionThreshold = max(256, s.connections.count * 2)
-            }
-            s.connections.append(connection)
-        }
+        state.withLock { s in s.connections.append(connection) }
     }
 
     func closed(_ connection: ConnectionState) {
@@ -95,5 +88,5 @@ final class ConnectionTracker: Sendable {
         }
     }
 
-    var count: Int { state.withLock { s in s.connections.count } }
+    var count: Int { state.withLock { s in s.connections.elements.count } }
 }

@@ -12,10 +12,8 @@ final class SuspensionRegistry: Sendable {
     private struct State: Sendable {
         var isClosed = false
         var streamsClosed = false
-        var requests: [RequestContext] = []
-        var streams: [HTTPStream] = []
-        var requestCompactionThreshold = 1024
-        var streamCompactionThreshold = 64
+        var requests = CompactingList<RequestContext>(compactingFrom: 1024) { $0.isResolved }
+        var streams = CompactingList<HTTPStream>(compactingFrom: 64) { $0.isDetached }
     }
 
     private let state = LockedValue(State())
@@ -26,10 +24,6 @@ final class SuspensionRegistry: Sendable {
     func add(_ request: RequestContext) -> Bool {
         state.withLock { s in
             if s.isClosed { return false }
-            if s.requests.count >= s.requestCompactionThreshold {
-                s.requests.removeAll { $0.isResolved }
-                s.requestCompactionThreshold = max(1024, s.requests.count * 2)
-            }
             s.requests.append(request)
             return true
         }
@@ -39,10 +33,6 @@ final class SuspensionRegistry: Sendable {
     func add(_ stream: HTTPStream) -> Bool {
         state.withLock { s in
             if s.streamsClosed { return false }
-            if s.streams.count >= s.streamCompactionThreshold {
-                s.streams.removeAll { $0.isDetached }
-                s.streamCompactionThreshold = max(64, s.streams.count * 2)
-            }
             s.streams.append(stream)
             return true
         }
@@ -70,9 +60,7 @@ final class SuspensionRegistry: Sendable {
     func closeStreams() -> [HTTPStream] {
         state.withLock { s in
             s.streamsClosed = true
-            let streams = s.streams.filter { !$0.isDetached }
-            s.streams = []
-            return streams
+            return s.streams.takeUnfinished()
         }
     }
 
@@ -81,15 +69,11 @@ final class SuspensionRegistry: Sendable {
         state.withLock { s in
             s.isClosed = true
             s.streamsClosed = true
-            let requests = s.requests.filter { !$0.isResolved }
-            let streams = s.streams.filter { !$0.isDetached }
-            s.requests = []
-            s.streams = []
-            return (requests, streams)
+            return (s.requests.takeUnfinished(), s.streams.takeUnfinished())
         }
     }
 
     var pendingRequestCount: Int {
-        state.withLock { s in s.requests.reduce(0) { $0 + ($1.isResolved ? 0 : 1) } }
+        state.withLock { s in s.requests.unfinishedCount }
     }
 }
