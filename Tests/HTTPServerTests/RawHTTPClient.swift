@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import HTTPServer
 import Synchronization
 
 struct ClientError: Error, CustomStringConvertible {
@@ -217,32 +218,14 @@ extension Substring {
 }
 
 /// Runs blocking work on a fresh POSIX thread (never on Swift's cooperative pool, which the
-/// server's responders need) and returns its result.
+/// server's responders need) and returns its result: the server's own `runOnPlainThread`.
 func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let job = ThreadJob {
-            do { continuation.resume(returning: try work()) } catch { continuation.resume(throwing: error) }
-        }
-        // Released by the thread's entry function, or below if the thread cannot be created.
-        let argument = Unmanaged.passRetained(job).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { argument in
-            let job = Unmanaged<ThreadJob>.fromOpaque(argument!).takeRetainedValue()
-            job.body()
-            return nil
-        }, argument)
-        if created == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<ThreadJob>.fromOpaque(argument).release()
-            continuation.resume(throwing: ClientError("pthread_create: \(created)"))
-        }
+    let outcome = Locked<Result<T, any Error>?>(nil)
+    await runOnPlainThread {
+        let result = Result { try work() }
+        outcome.withLock { $0 = result }
     }
-}
-
-private final class ThreadJob: Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    return try outcome.withLock { $0 }!.get()
 }
 
 func milliseconds(since start: ContinuousClock.Instant) -> Double {
