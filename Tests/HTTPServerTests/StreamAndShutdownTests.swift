@@ -75,14 +75,19 @@ struct StreamAndShutdownTests {
         #expect(late.value == 1)
     }
 
-    @Test("shutdown lets requests in flight finish, then stops accepting")
-    func shutdownInFlight() async throws {
+    /// A started server the test shuts down itself (`withServer` would do it after the body).
+    static func startServer() throws -> (HTTPServer, Int, Probe) {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configuration.errorLog = { _ in }
         let probe = Probe()
         let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
-        let port = try server.start()
+        return (server, try server.start(), probe)
+    }
+
+    @Test("shutdown lets requests in flight finish, then stops accepting")
+    func shutdownInFlight() async throws {
+        let (server, port, probe) = try Self.startServer()
         let results = Locked<[Int]>([])
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
@@ -104,12 +109,7 @@ struct StreamAndShutdownTests {
 
     @Test("shutdown answers 503 to requests still suspended after the grace")
     func shutdownPastGrace() async throws {
-        var configuration = HTTPServerConfiguration()
-        configuration.port = 0
-        configuration.errorLog = { _ in }
-        let probe = Probe()
-        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
-        let port = try server.start()
+        let (server, port, probe) = try Self.startServer()
         async let slow = onThread { try RawHTTPClient(port: port).roundTrip("GET", "/slow?ms=10000") }
         #expect(await probe.wait { $0.respondCalls == 1 })
         let started = ContinuousClock.now
@@ -123,12 +123,7 @@ struct StreamAndShutdownTests {
 
     @Test("shutdown ends open streams (clients see the final chunk) and runs onClose")
     func shutdownStreams() async throws {
-        var configuration = HTTPServerConfiguration()
-        configuration.port = 0
-        configuration.errorLog = { _ in }
-        let probe = Probe()
-        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
-        let port = try server.start()
+        let (server, port, probe) = try Self.startServer()
         let ready = Counter()
         async let idle = onThread {
             let client = try RawHTTPClient(port: port)
@@ -165,12 +160,7 @@ struct StreamAndShutdownTests {
 
     @Test("shutdown does not wait its grace for a stream whose client stopped reading")
     func shutdownStalledStream() async throws {
-        var configuration = HTTPServerConfiguration()
-        configuration.port = 0
-        configuration.errorLog = { _ in }
-        let probe = Probe()
-        let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
-        let port = try server.start()
+        let (server, port, probe) = try Self.startServer()
         let box = try await onThread {
             let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
             try client.send(RawHTTPClient.request("GET", "/flood?id=stalled"))
