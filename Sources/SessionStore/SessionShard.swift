@@ -98,7 +98,19 @@ actor SessionShard {
     /// Submits this turn's changes of session `id` and waits for their commit (or, with no
     /// changes of its own, for the session's newest outstanding commit, which the answer may
     /// reflect); then publishes the session's events up to `version`.
+    ///
+    /// Inlined into its callers, with its synchronous part and its waiting part apart: when
+    /// nothing is outstanding (the volatile archive) no async frame is allocated for it at all.
+    @inline(__always)
     private func persist(_ changes: [ArchiveChange], of id: SessionID, previousVersion: UInt64, version: UInt64) async {
+        guard let commit = submit(changes, of: id, previousVersion: previousVersion, version: version) else { return }
+        await publish(after: commit, of: id, version: version)
+    }
+
+    /// Submits the changes; returns the commit to wait for, or nil when nothing is outstanding
+    /// (then the events up to `version` are published already).
+    @inline(never)
+    private func submit(_ changes: [ArchiveChange], of id: SessionID, previousVersion: UInt64, version: UInt64) -> ArchiveCommit? {
         let commit: ArchiveCommit?
         if changes.isEmpty {
             commit = inFlight[id]?.commit
@@ -116,10 +128,16 @@ actor SessionShard {
             if version > previousVersion, let entry = sessions[id] {
                 publish(of: id, sheet: entry.sheet, after: previousVersion, through: version)
             }
-            return
+            return nil
         }
+        return commit
+    }
+
+    /// Waits for `commit`, after which everything of session `id` up to `version` is
+    /// committed, and publishes what no later commit has published already.
+    @inline(never)
+    private func publish(after commit: ArchiveCommit, of id: SessionID, version: UInt64) async {
         await commit.wait()
-        // Everything of this session up to `version` is committed now.
         guard var flight = inFlight[id] else { return }   // a later commit already published past us
         let from = flight.durableVersion
         if flight.commit === commit {
@@ -224,14 +242,38 @@ actor SessionShard {
     }
 
     func apply(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) async throws(StoreError) -> ActionResult {
+        switch applyNow(action, to: id, ifMatch: ifMatch) {
+        case .done(let result):
+            return result
+        case .committing(let result, let commit):
+            await publish(after: commit, of: id, version: result.session.sheet.version)
+            return result
+        case .refused(let error):
+            await settled(id)   // a 412 or 409 shows the session as it stands: committed first
+            throw error
+        }
+    }
+
+    /// The synchronous part of `apply`, out of line so that its locals stay off the async frame.
+    private enum Applied {
+        /// Applied, and nothing is left to wait for (its events are published).
+        case done(ActionResult)
+        /// Applied; the answer waits for `commit`, then publishes.
+        case committing(ActionResult, ArchiveCommit)
+        case refused(StoreError)
+    }
+
+    @inline(never)
+    private func applyNow(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Applied {
         let (result, previous, changes) = change(action, of: id, ifMatch: ifMatch)
         switch result {
         case .success(let done):
-            await persist(changes, of: id, previousVersion: previous, version: done.session.sheet.version)
-            return done
+            guard let commit = submit(changes, of: id, previousVersion: previous, version: done.session.sheet.version) else {
+                return .done(done)
+            }
+            return .committing(done, commit)
         case .failure(let error):
-            await settled(id)   // a 412 or 409 shows the session as it stands: committed first
-            throw error
+            return .refused(error)
         }
     }
 

@@ -19,12 +19,31 @@ public struct StoreError: Error, Sendable {
         case shuttingDown
     }
 
-    public var code: Code
+    /// The fields live in one immutable box, so a `StoreError` is a pointer wide: typed throws
+    /// give each async function that may pass it on a frame slot per copy, and the store's
+    /// frames are on every request's path (see `APIError` in SheetAPI for the measured cost).
+    private final class Box: Sendable {
+        let code: Code
+        let current: SessionSnapshot?
+        init(code: Code, current: SessionSnapshot?) {
+            self.code = code
+            self.current = current
+        }
+    }
+
+    private var box: Box
+
+    public var code: Code {
+        get { box.code }
+        set { box = Box(code: newValue, current: box.current) }
+    }
     /// The session as it stands, where the error is about it (412 carries it).
-    public var current: SessionSnapshot?
+    public var current: SessionSnapshot? {
+        get { box.current }
+        set { box = Box(code: box.code, current: newValue) }
+    }
 
     public init(_ code: Code, current: SessionSnapshot? = nil) {
-        self.code = code
-        self.current = current
+        box = Box(code: code, current: current)
     }
 }

@@ -45,18 +45,56 @@ public struct APIError: Error, Sendable {
         }
     }
 
-    public var code: Code
-    public var message: String
-    public var field: String?
+    /// The fields live in one immutable box, so an `APIError` is a pointer wide. Typed throws
+    /// give every async function on a request's path a frame slot per copy of the error it
+    /// might pass on; at 120 bytes inline that made each frame hundreds of bytes larger, and
+    /// frames past the task's first slab cost a malloc each, on every request, failed or not.
+    private struct Fields: Sendable {
+        var code: Code
+        var message: String
+        var field: String?
+        var session: SessionSnapshot?
+        var allowed: [String] = []
+    }
+
+    private final class Box: Sendable {
+        let fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    public var code: Code {
+        get { box.fields.code }
+        set { update { $0.code = newValue } }
+    }
+    public var message: String {
+        get { box.fields.message }
+        set { update { $0.message = newValue } }
+    }
+    public var field: String? {
+        get { box.fields.field }
+        set { update { $0.field = newValue } }
+    }
     /// The session as it stands, sent with 412 so the client can rebase without another GET.
-    public var session: SessionSnapshot?
+    public var session: SessionSnapshot? {
+        get { box.fields.session }
+        set { update { $0.session = newValue } }
+    }
     /// Methods the route allows, for 405's `Allow` header.
-    public var allowed: [String] = []
+    public var allowed: [String] {
+        get { box.fields.allowed }
+        set { update { $0.allowed = newValue } }
+    }
 
     public init(_ code: Code, _ message: String, field: String? = nil) {
-        self.code = code
-        self.message = message
-        self.field = field
+        box = Box(Fields(code: code, message: message, field: field))
+    }
+
+    private mutating func update(_ change: (inout Fields) -> Void) {
+        var fields = box.fields
+        change(&fields)
+        box = Box(fields)
     }
 
     static func invalidField(_ field: String, _ message: String) -> APIError {
@@ -65,7 +103,9 @@ public struct APIError: Error, Sendable {
 }
 
 extension APIError {
-    /// Translates the store's refusals into API errors.
+    /// Translates the store's refusals into API errors. Not inlined: its messages would swell
+    /// the async frames of every request that can fail (see `SheetService.respond`).
+    @inline(never)
     init(_ error: StoreError) {
         switch error.code {
         case .sessionNotFound:

@@ -13,6 +13,7 @@ final class RequestIDSource: Sendable {
         prefix = String(random & 0xFFFF_FFFF_FFFF, radix: 36)
     }
 
+    @inline(never)  // called from async frames, which would hold its locals otherwise
     func id(for head: HTTPRequestHead) -> String {
         if let given = head.headers["X-Request-Id"], (1...128).contains(given.utf8.count),
            given.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) {

@@ -31,9 +31,15 @@ extension SheetService {
     /// The precondition of a request on an existing session; a malformed header still loses to 404.
     func precondition(_ head: HTTPRequestHead, session id: SessionID) async throws(APIError) -> UInt64? {
         do { return try Self.ifMatch(head) } catch {
-            _ = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+            try await requireSession(id)
             throw error
         }
+    }
+
+    /// Throws `sessionNotFound` unless the session exists.
+    @inline(never)
+    func requireSession(_ id: SessionID) async throws(APIError) {
+        _ = try await storeCall { () async throws(StoreError) in try await store.session(id) }
     }
 
     func idempotencyKey(_ head: HTTPRequestHead) throws(APIError) -> String? {
@@ -64,6 +70,7 @@ extension SheetService {
         return response
     }
 
+    @inline(never)  // keeps the error path's locals out of the async frames that call it
     func errorResponse(_ error: APIError, requestID: String) -> HTTPResponse {
         var response = json(error.code.status, Rendering.errorBody(error, requestID: requestID), requestID: requestID)
         if let session = error.session { response.headers.add("ETag", "\"\(session.sheet.version)\"") }
@@ -71,6 +78,7 @@ extension SheetService {
         return response
     }
 
+    @inline(never)
     func errorResponse(_ error: APIError, head: HTTPRequestHead) -> HTTPResponse {
         errorResponse(error, requestID: requestIDs.id(for: head))
     }
