@@ -4,70 +4,74 @@ import SheetCore
 /// The JSON shapes of the API, written by hand for speed. They must equal what SheetCore's
 /// `Codable` conformances produce (a test compares the two).
 enum Rendering {
+    // The fixed shapes below spell their member names out with `member`, separators included,
+    // and write enum names and detents with `plainString` (they never need escaping): a drag's
+    // answer is rendered on every request.
+
     static func session(_ snapshot: SessionSnapshot, into writer: inout JSONWriter) {
         let sheet = snapshot.sheet
         writer.beginObject()
-        writer.key("id"); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
-        writer.key("version"); writer.integer(sheet.version)
-        writer.key("phase"); writer.string(sheet.phase.rawValue)
-        writer.key("detent"); writer.string(sheet.detent.description)
-        writer.key("presentation"); writer.integer(sheet.presentation)
-        writer.key("dismissReason")
-        if let reason = sheet.dismissReason { writer.string(reason.rawValue) } else { writer.null() }
-        writer.key("config"); configuration(sheet.configuration, into: &writer)
-        writer.key("createdAt"); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
-        writer.key("updatedAt"); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
+        writer.member(#""id":"#); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
+        writer.member(#","version":"#); writer.integer(sheet.version)
+        writer.member(#","phase":"#); writer.plainString(sheet.phase.rawValue)
+        writer.member(#","detent":"#); writer.plainString(sheet.detent.description)
+        writer.member(#","presentation":"#); writer.integer(sheet.presentation)
+        writer.member(#","dismissReason":"#)
+        if let reason = sheet.dismissReason { writer.plainString(reason.rawValue) } else { writer.null() }
+        writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
+        writer.member(#","createdAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
+        writer.member(#","updatedAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
         writer.endObject()
     }
 
     static func configuration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("detents")
+        writer.member(#""detents":"#)
         writer.beginArray()
-        for detent in configuration.detents { writer.string(detent.description) }
+        for detent in configuration.detents { writer.plainString(detent.description) }
         writer.endArray()
-        writer.key("defaultDetent"); writer.string(configuration.defaultDetent.description)
-        writer.key("thresholdDetent")
-        if let threshold = configuration.thresholdDetent { writer.string(threshold.description) } else { writer.null() }
-        writer.key("dismissPolicy"); writer.string(configuration.dismissPolicy.rawValue)
-        writer.key("interceptAction"); writer.string(configuration.interceptAction.rawValue)
-        writer.key("containerHeight"); writer.number(configuration.containerHeight)
-        writer.key("decelerationRate"); writer.string(configuration.decelerationRate.rawValue)
+        writer.member(#","defaultDetent":"#); writer.plainString(configuration.defaultDetent.description)
+        writer.member(#","thresholdDetent":"#)
+        if let threshold = configuration.thresholdDetent { writer.plainString(threshold.description) } else { writer.null() }
+        writer.member(#","dismissPolicy":"#); writer.plainString(configuration.dismissPolicy.rawValue)
+        writer.member(#","interceptAction":"#); writer.plainString(configuration.interceptAction.rawValue)
+        writer.member(#","containerHeight":"#); writer.number(configuration.containerHeight)
+        writer.member(#","decelerationRate":"#); writer.plainString(configuration.decelerationRate.rawValue)
         writer.endObject()
     }
 
     static func gesture(_ gesture: GestureResolution, into writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("releasedHeight"); writer.number(gesture.releasedHeight)
-        writer.key("projectedHeight"); writer.number(gesture.projectedHeight)
-        writer.key("target"); writer.string(gesture.target.description)
+        writer.member(#""releasedHeight":"#); writer.number(gesture.releasedHeight)
+        writer.member(#","projectedHeight":"#); writer.number(gesture.projectedHeight)
+        writer.member(#","target":"#); writer.plainString(gesture.target.description)
         writer.endObject()
     }
 
     static func event(_ event: SheetEvent, into writer: inout JSONWriter) {
         writer.beginObject()
-        writer.key("seq"); writer.integer(event.seq)
-        writer.key("type"); writer.string(event.kind.type)
-        writer.key("at"); writer.unescapedString(length: Timestamp.rfc3339Length, event.at.writeRFC3339)
+        writer.member(#""seq":"#); writer.integer(event.seq)
+        writer.member(#","type":"#); writer.plainString(event.kind.type)
+        writer.member(#","at":"#); writer.unescapedString(length: Timestamp.rfc3339Length, event.at.writeRFC3339)
         switch event.kind {
         case .presented(let detent, let presentation):
-            writer.key("detent"); writer.string(detent.description)
-            writer.key("presentation"); writer.integer(presentation)
+            writer.member(#","detent":"#); writer.plainString(detent.description)
+            writer.member(#","presentation":"#); writer.integer(presentation)
         case .detentChanged(let from, let to):
-            writer.key("from"); writer.string(from.description)
-            writer.key("to"); writer.string(to.description)
+            writer.member(#","from":"#); writer.plainString(from.description)
+            writer.member(#","to":"#); writer.plainString(to.description)
         case .intercepted(let attempted, let restoredTo):
-            writer.key("attempted"); writer.string(attempted.description)
-            writer.key("restoredTo"); writer.string(restoredTo.description)
+            writer.member(#","attempted":"#); writer.plainString(attempted.description)
+            writer.member(#","restoredTo":"#); writer.plainString(restoredTo.description)
         case .confirmationCancelled(let detent):
-            writer.key("detent"); writer.string(detent.description)
+            writer.member(#","detent":"#); writer.plainString(detent.description)
         case .dismissBlocked(let attempted):
-            writer.key("attempted"); writer.string(attempted.description)
+            writer.member(#","attempted":"#); writer.plainString(attempted.description)
         case .dismissed(let reason):
-            writer.key("reason"); writer.string(reason.rawValue)
+            writer.member(#","reason":"#); writer.plainString(reason.rawValue)
         }
         if let gesture = event.gesture {
-            writer.key("gesture"); self.gesture(gesture, into: &writer)
+            writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
         }
         writer.endObject()
     }
@@ -87,10 +91,10 @@ enum Rendering {
     static func actionBody(_ result: ActionResult) -> [UInt8] {
         var writer = JSONWriter(capacity: 768)
         writer.beginObject()
-        writer.key("session"); session(result.session, into: &writer)
-        writer.key("events"); events(result.outcome.events, into: &writer)
+        writer.member(#""session":"#); session(result.session, into: &writer)
+        writer.member(#","events":"#); events(result.outcome.events, into: &writer)
         if let gesture = result.outcome.gesture {
-            writer.key("gesture"); self.gesture(gesture, into: &writer)
+            writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
         }
         writer.endObject()
         return writer.bytes
