@@ -119,14 +119,14 @@ extension ServerCore {
         method: UnsafePointer<CChar>?,
         conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
-        let started = ContinuousClock.now
+        let started = sheetd_monotonic_ns()
         let connectionState = sheetd_socket_context(connection).map {
             Unmanaged<ConnectionState>.fromOpaque($0).takeUnretainedValue()
         }
         let head = makeHead(connection: connection, url: url, method: method,
                             clientAddress: connectionState?.clientAddress ?? clientAddress(of: connection))
         let headerCount = head.headers.count
-        let context = RequestContext(connection: connection, started: started, limits: limits, head: head)
+        let context = RequestContext(connection: connection, startedNanoseconds: started, limits: limits, head: head)
         context.connectionState = connectionState
         // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
         // every request whose access handler ran.
@@ -263,7 +263,8 @@ extension ServerCore {
     func requestCompleted(_ context: RequestContext, normally: Bool) {
         requestsInProgress.subtract(1, ordering: .releasing)
         context.cancel()
-        context.connectionState?.markReceiving(now: sheetd_monotonic_ns())
+        let now = sheetd_monotonic_ns()
+        context.connectionState?.markReceiving(now: now)
         var bytesOut = context.bytesOut
         if let stream = context.stream {
             bytesOut = stream.bytesSent
@@ -273,8 +274,7 @@ extension ServerCore {
             status: context.status,
             bytesIn: context.bytesIn,
             bytesOut: bytesOut,
-            started: context.started,
-            finished: .now,
+            elapsedNanoseconds: now - context.startedNanoseconds,
             completedNormally: normally,
             responseHeaders: context.responseHeaders
         ))

@@ -101,16 +101,21 @@ public struct HTTPExchangeRecord: Sendable {
     public var bytesIn: Int
     /// Body bytes of the answer (for streams: bytes handed to libmicrohttpd).
     public var bytesOut: Int
-    public var started: ContinuousClock.Instant
-    public var finished: ContinuousClock.Instant
+    /// Monotonic time from the head's arrival to the end of the exchange. (Nanoseconds, not
+    /// `ContinuousClock` instants: turning a `Duration` into seconds is Int128 arithmetic, once
+    /// per request.)
+    public var elapsedNanoseconds: Int64
     /// False when the client went away / timeout / error.
     public var completedNormally: Bool
     /// The headers of the answer that was queued (empty when none was).
     public var responseHeaders: HTTPHeaders
 
+    /// `elapsedNanoseconds` in seconds.
+    public var seconds: Double { Double(elapsedNanoseconds) / 1e9 }
+
     public init(
         head: HTTPRequestHead, status: Int, bytesIn: Int, bytesOut: Int,
-        started: ContinuousClock.Instant, finished: ContinuousClock.Instant, completedNormally: Bool,
+        elapsedNanoseconds: Int64, completedNormally: Bool,
         responseHeaders: HTTPHeaders = HTTPHeaders()
     ) {
         self.responseHeaders = responseHeaders
@@ -118,8 +123,7 @@ public struct HTTPExchangeRecord: Sendable {
         self.status = status
         self.bytesIn = bytesIn
         self.bytesOut = bytesOut
-        self.started = started
-        self.finished = finished
+        self.elapsedNanoseconds = elapsedNanoseconds
         self.completedNormally = completedNormally
     }
 }

@@ -50,7 +50,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     }
 
     let connection: OpaquePointer
-    let started: ContinuousClock.Instant
+    /// When the head arrived (`sheetd_monotonic_ns`).
+    let startedNanoseconds: Int64
     var machine: RequestStateMachine
     var head: HTTPRequestHead
     var body: [UInt8] = []
@@ -64,7 +65,7 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     /// follows this request's NOTIFY_COMPLETED).
     var connectionState: ConnectionState?
     /// When a suspended request gets `deadlineExceeded` (set before it is published).
-    var deadline: ContinuousClock.Instant
+    var deadline: ContinuousClock.Instant?
 
     private let resolution = Atomic<UInt8>(Resolution.waiting.rawValue)
     private var answer: HTTPResponse?
@@ -73,10 +74,9 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     /// handler (`runInline`), 0 otherwise.
     private let inlineThread = Atomic<UInt>(0)
 
-    init(connection: OpaquePointer, started: ContinuousClock.Instant, limits: RequestStateMachine.Limits, head: HTTPRequestHead) {
+    init(connection: OpaquePointer, startedNanoseconds: Int64, limits: RequestStateMachine.Limits, head: HTTPRequestHead) {
         self.connection = connection
-        self.started = started
-        self.deadline = started
+        self.startedNanoseconds = startedNanoseconds
         self.machine = RequestStateMachine(limits: limits)
         self.head = head
     }

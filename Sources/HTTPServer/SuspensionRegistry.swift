@@ -44,7 +44,7 @@ final class SuspensionRegistry: Sendable {
             var expired: [RequestContext] = []
             s.requests.removeAll { request in
                 if request.isResolved { return true }
-                if request.deadline <= now {
+                if let deadline = request.deadline, deadline <= now {
                     expired.append(request)
                     return true
                 }

@@ -52,8 +52,7 @@ public final class ServiceObserver: Sendable {
     }
 
     func completed(_ record: HTTPExchangeRecord, route parsed: Route?) {
-        let seconds = Double((record.finished - record.started).components.attoseconds) / 1e18
-            + Double((record.finished - record.started).components.seconds)
+        let seconds = record.seconds
         let needed: LogLevel = record.status >= 500 ? .error : record.status >= 400 ? .warn : .info
         metrics.recordRequest(route: parsed, method: record.head.method.rawValue, status: record.status, seconds: seconds)
         guard needed >= level, level != .off else { return }
