@@ -16,8 +16,14 @@
  * The create answer carries a unique id (a counter, base64url) only so that the benchmark
  * harness can be tested end to end against this server before sheetd exists.
  *
+ * --burn-ns N (default 0) is for calibration: what a C server with sheetd's CPU cost per
+ * request measures. With N > 0 the handler's final call for every request (drag/generic, GET
+ * and create alike), just before it queues the answer, runs an arithmetic loop calibrated at
+ * start to take N nanoseconds of CPU (bench.py's calibration phase passes sheetd's extra CPU
+ * per drag).
+ *
  * Usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES
- *                 [--get-size BYTES] [--create-size BYTES]
+ *                 [--get-size BYTES] [--create-size BYTES] [--burn-ns N]
  * Logs "baseline listening on http://HOST:PORT" on stderr; SIGINT/SIGTERM stop it.
  *
  * Build: cc -O2 -o baseline-server baseline.c $(pkg-config --cflags --libs libmicrohttpd) -lpthread
@@ -34,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <microhttpd.h>
 
 #define BODY_LIMIT (64 * 1024) /* sheetd refuses bodies over 64 KiB (issue 3) */
@@ -53,6 +60,7 @@ static size_t create_size;
 static char *create_template; /* create answer; the id is written at create_id_off */
 static size_t create_id_off;
 static atomic_uint_fast64_t create_counter;
+static long long burn_ns; /* --burn-ns: thread CPU time spent per request (0: none) */
 
 static const char CT[] = "application/json; charset=utf-8";
 
@@ -92,6 +100,45 @@ static void encode_id(uint64_t n, char out[22]) {
     n >>= 6;
   }
 }
+
+/* Calibration (--burn-ns): a loop of plain arithmetic, user-space CPU like sheetd's extra
+ * cost. Its iterations per nanosecond are measured once at start (burn_calibrate): timing each
+ * request's burn with clock_gettime(CLOCK_THREAD_CPUTIME_ID) instead would be a system call per
+ * read on this kind of VM, and spend the burn in the kernel. */
+static double burn_iterations_per_ns;
+static volatile uint64_t burn_sink;
+
+static void burn_loop(uint64_t iterations) {
+  uint64_t x = burn_sink;
+  for (uint64_t i = 0; i < iterations; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  burn_sink = x;
+}
+
+static long long thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void burn_calibrate(void) {
+  uint64_t n = 1 << 20;
+  for (;;) { /* grow until one run takes at least 50 ms of CPU, then take the fastest of 5 */
+    long long t0 = thread_cpu_ns();
+    burn_loop(n);
+    if (thread_cpu_ns() - t0 >= 50000000LL) break;
+    n *= 2;
+  }
+  long long best = -1;
+  for (int k = 0; k < 5; k++) {
+    long long t0 = thread_cpu_ns();
+    burn_loop(n);
+    long long dt = thread_cpu_ns() - t0;
+    if (best < 0 || dt < best) best = dt;
+  }
+  burn_iterations_per_ns = (double)n / (double)best;
+}
+
+static void burn_cpu(void) { burn_loop((uint64_t)(burn_iterations_per_ns * (double)burn_ns)); }
 
 static enum MHD_Result answer_create(struct MHD_Connection *c) {
   char *body = malloc(create_size);
@@ -149,6 +196,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     return MHD_YES;
   }
   /* Final call: the whole body is in r->buf (unused: there is no sheet logic here). */
+  if (burn_ns > 0) burn_cpu();
   if (strcmp(method, MHD_HTTP_METHOD_POST) == 0 && strcmp(url, "/sessions") == 0)
     return answer_create(c);
   if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
@@ -172,7 +220,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void usage(void) {
   fprintf(stderr,
           "usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES\n"
-          "                [--get-size BYTES] [--create-size BYTES]\n");
+          "                [--get-size BYTES] [--create-size BYTES] [--burn-ns N]\n"
+          "  --burn-ns N  calibration: spin N ns of thread CPU per request (what a C server with sheetd's CPU cost per request measures)\n");
   exit(2);
 }
 
@@ -189,9 +238,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--body-size")) body_size = strtol(v, NULL, 10);
     else if (!strcmp(a, "--get-size")) get_size = strtol(v, NULL, 10);
     else if (!strcmp(a, "--create-size")) csize = strtol(v, NULL, 10);
+    else if (!strcmp(a, "--burn-ns")) burn_ns = strtoll(v, NULL, 10);
     else usage();
   }
-  if (port < 0 || port > 65535 || threads < 1 || body_size < 0) usage();
+  if (port < 0 || port > 65535 || threads < 1 || body_size < 0 || burn_ns < 0) usage();
+  if (burn_ns > 0) burn_calibrate();
   if (get_size < 0) get_size = body_size;
   if (csize < 0) csize = body_size;
 
@@ -238,9 +289,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-  fprintf(stderr, "baseline listening on http://%s:%u (threads %ld, body %ld, get %ld, create %zu bytes)\n",
+  fprintf(stderr, "baseline listening on http://%s:%u (threads %ld, body %ld, get %ld, create %zu bytes, burn %lld ns)\n",
           host, info ? (unsigned)info->port : (unsigned)port, threads, body_size, get_size,
-          create_size);
+          create_size, burn_ns);
   fflush(stderr);
 
   int sig;

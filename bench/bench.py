@@ -15,6 +15,11 @@ Run through bench/run (which builds both binaries); configuration comes from the
   BENCH_MEMORY_SESSIONS=100000,1000000   session counts at which RSS is read
   BENCH_DURABLE=auto      durable (--data-dir) vs --memory drag comparison: auto = when
                           `sheetd --help` mentions --data-dir; 1 = always; 0 = never
+  BENCH_CALIBRATE=1       after drag-c64, run it again as "baseline + burn" (the baseline with
+                          --burn-ns = sheetd's median extra user CPU µs per drag) against the
+                          baseline: how much of the gap CPU per request alone explains (0: skip)
+  BENCH_CALIBRATE_BURN_US=  burn this many µs per request instead of the measured gap (to test
+                          the phase, e.g. in --self-test where the gap is ~0; 0 skips it)
   BENCH_LOG_LEVEL=        value for sheetd --log-level (default: the quietest level its --help
                           names, when it has the flag)
   BENCH_SHEETD_ARGS=      extra sheetd arguments (split on spaces)
@@ -62,6 +67,9 @@ MAX_SESSIONS = env_int("BENCH_MAX_SESSIONS", 10_000_000)
 SELFTEST = os.environ.get("BENCH_SELFTEST", "0") == "1"
 DURABLE = os.environ.get("BENCH_DURABLE", "auto").strip().lower() or "auto"
 RUN_MEMORY = os.environ.get("BENCH_MEMORY", "1") != "0"
+CALIBRATE = os.environ.get("BENCH_CALIBRATE", "1") != "0"
+CALIBRATE_BURN_US = os.environ.get("BENCH_CALIBRATE_BURN_US", "").strip()
+CALIBRATE_BURN_US = float(CALIBRATE_BURN_US) if CALIBRATE_BURN_US else None
 MEMORY_COUNTS = [int(x) for x in os.environ.get("BENCH_MEMORY_SESSIONS", "100000,1000000").split(",") if x.strip()]
 RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "RESULTS.md"))
 SHEETD = os.environ.get("BENCH_SHEETD", os.path.join(ROOT, ".build", "release", "sheetd"))
@@ -156,9 +164,10 @@ class Server:
             return 0
 
     def cpu_ticks(self):
+        """(user, system) CPU ticks of the server so far."""
         with open(f"/proc/{self.proc.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        return int(fields[11]), int(fields[12])  # utime, stime (fields 14 and 15 of stat)
 
     def rss_bytes(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -352,9 +361,9 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
         commands.append("wrk: " + shlex.join(cmd))
     server.trim_log()
     log0 = server.log_bytes()
-    m0, w0, c0 = machine_busy_ticks(), children_cpu_s(), server.cpu_ticks()
+    m0, w0, (u0, s0) = machine_busy_ticks(), children_cpu_s(), server.cpu_ticks()
     p = subprocess.run(cmd, capture_output=True, text=True)
-    c1, w1, m1 = server.cpu_ticks(), children_cpu_s(), machine_busy_ticks()
+    (u1, s1), w1, m1 = server.cpu_ticks(), children_cpu_s(), machine_busy_ticks()
     server.check_alive()
     m = re.search(r"^BENCH_RESULT (\{.*\})$", p.stdout, re.M)
     if p.returncode != 0 or not m:
@@ -364,8 +373,9 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
     reqs = max(1, r["requests"])
     e = r["errors"]
     r["rps"] = r["requests"] / secs
-    r["cpu_s"] = (c1 - c0) / CLK_TCK
+    r["cpu_s"] = (u1 - u0 + s1 - s0) / CLK_TCK
     r["cpu_us_per_req"] = r["cpu_s"] * 1e6 / reqs
+    r["user_us_per_req"] = (u1 - u0) / CLK_TCK * 1e6 / reqs
     r["cpu_cores"] = r["cpu_s"] / secs
     r["wrk_cores"] = (w1 - w0) / secs
     # CPU the rest of the machine used meanwhile (other jobs): when it is not ~0 the round
@@ -467,7 +477,7 @@ def main():
     started = time.monotonic()
     a_label = "sheetd" if not SELFTEST else "sheetd (stand-in: baseline)"
     servers = []
-    results = {"workloads": {}, "memory": None, "durable": None, "notes": [], "skipped": {}}
+    results = {"workloads": {}, "memory": None, "durable": None, "calibration": None, "notes": [], "skipped": {}}
     help_text = "" if SELFTEST else sheetd_help()
     try:
         # --- A: sheetd (or the baseline standing in for it) -----------------------------------
@@ -539,6 +549,7 @@ def main():
                     "p99": median(r["latency_us"]["p99"] for r in rs),
                     "p999": median(r["latency_us"]["p99.9"] for r in rs),
                     "cpu_us_per_req": median(r["cpu_us_per_req"] for r in rs),
+                    "user_us_per_req": median(r["user_us_per_req"] for r in rs),
                     "cpu_cores": median(r["cpu_cores"] for r in rs),
                     "errors": sum(r["error_count"] for r in rs),
                     "stderr_bytes_per_req": median(r["stderr_bytes_per_req"] for r in rs),
@@ -575,6 +586,38 @@ def main():
             d.stop()
             servers.remove(d)
 
+        def run_calibration_phase(d64):
+            # sheetd's extra user-space CPU per drag, burnt in an arithmetic loop by the baseline
+            # itself: how a C server doing that much more work per request does against the plain
+            # baseline. (User time, not all CPU: the extra kernel time of a saturated server is an
+            # effect of the work, and the burning server pays it as sheetd does.)
+            gap_us = d64["a"]["user_us_per_req"] - d64["b"]["user_us_per_req"]
+            burn_us = gap_us if CALIBRATE_BURN_US is None else CALIBRATE_BURN_US
+            cal = {"gap_us": gap_us, "burn_us": burn_us, "burn_forced": CALIBRATE_BURN_US is not None}
+            burn_ns = round(burn_us * 1000)
+            if burn_ns <= 0:
+                cal["skipped"] = (f"the median user CPU per drag-c64 request of {a_label} ({d64['a']['user_us_per_req']:.1f} µs) "
+                                  f"is not above the baseline's ({d64['b']['user_us_per_req']:.1f} µs): nothing to burn"
+                                  if CALIBRATE_BURN_US is None else f"BENCH_CALIBRATE_BURN_US={CALIBRATE_BURN_US:g}: nothing to burn")
+                log("bench: calibration skipped: " + cal["skipped"])
+                results["calibration"] = cal
+                return
+            cal["burn_us"] = burn_ns / 1000
+            log(f"bench: calibration: the baseline burning {burn_ns} ns of user CPU per request (median user-CPU gap {gap_us:.2f} µs)")
+            burn = Server("baseline-burn", b.argv + ["--burn-ns", str(burn_ns)]).start()
+            servers.append(burn)
+            t0 = time.monotonic()
+            sessions = create_sessions(burn, NSESSIONS)
+            path = os.path.join(OUT, f"sessions.{burn.name}.txt")
+            write_sessions(path, sessions)
+            log(f"bench: {NSESSIONS} sessions created on {burn.name} in {time.monotonic() - t0:.1f} s")
+            files = dict(session_files)
+            files[burn.name] = path
+            cal.update(run_workload("drag-c64", (burn, b), {"a": "baseline + burn", "b": "baseline"}, files, "calibration drag-c64"))
+            burn.stop()
+            servers.remove(burn)
+            results["calibration"] = cal
+
         durable_done = not run_durable
         for name in WORKLOADS:
             if name == "create-c64" and not durable_done:
@@ -589,6 +632,8 @@ def main():
                 log("bench: gesture-c64 skipped: " + results["skipped"]["gesture-c64"])
                 continue
             results["workloads"][name] = run_workload(name, (a, b), {"a": a_label, "b": "baseline"}, session_files, name)
+            if name == "drag-c64" and CALIBRATE:
+                run_calibration_phase(results["workloads"][name])
         if not durable_done:
             run_durable_phase()
         if not run_durable and durable_mode == "auto":
@@ -705,6 +750,29 @@ def report(res, a_label):
                      f"{fmt_us(B['latency_us']['p99.9'])} | {A['cpu_us_per_req']:.1f} | {B['cpu_us_per_req']:.1f} | "
                      f"{A['error_count']}/{B['error_count']} | {A['other_cores']:.2f}/{B['other_cores']:.2f} |")
     L.append("")
+
+    cal = res.get("calibration")
+    d64 = res["workloads"].get("drag-c64")
+    if cal and d64:
+        L.append("## Calibration: CPU per request alone\n")
+        if cal.get("skipped"):
+            L.append(f"Not run: {cal['skipped']}.\n")
+        else:
+            why = (f"set by BENCH_CALIBRATE_BURN_US; the median user-CPU gap between {a_label} and the baseline in drag-c64 was {cal['gap_us']:.1f} µs"
+                   if cal["burn_forced"] else f"the median gap in user CPU per request between {a_label} and the baseline in drag-c64")
+            L.append(f"drag-c64 was run once more, A B as above, with \"baseline + burn\" against the baseline: the baseline spending "
+                     f"{cal['burn_us']:.1f} µs more user CPU per request in an arithmetic loop (`--burn-ns`, calibrated at its start; {why}).\n")
+            L.append("| server | req/s ratio to the baseline | p99 ratio to the baseline | user µs/req | CPU µs/req |")
+            L.append("|---|---:|---:|---:|---:|")
+            L.append(f"| {a_label} (drag-c64) | {fmt_ratio(d64['ratio_rps'])} | {fmt_ratio(d64['ratio_p99'])} | {d64['a']['user_us_per_req']:.1f} | {d64['a']['cpu_us_per_req']:.1f} |")
+            L.append(f"| baseline + burn | {fmt_ratio(cal['ratio_rps'])} | {fmt_ratio(cal['ratio_p99'])} | {cal['a']['user_us_per_req']:.1f} | {cal['a']['cpu_us_per_req']:.1f} |")
+            L.append(f"| baseline | 1.00× | 1.00× | {d64['b']['user_us_per_req']:.1f} | {d64['b']['cpu_us_per_req']:.1f} |")
+            L.append("")
+            errs = cal["a"]["errors"] + cal["b"]["errors"]
+            L.append("If the first two rows are close, the gap to the targets is the work sheetd does per request (and the kernel "
+                     "time a saturated server pays for it on these cores), not the way sheetd waits or schedules."
+                     + (f" The calibration runs had {errs} errors." if errs else ""))
+            L.append("")
 
     mem = res.get("memory")
     if mem:
