@@ -44,18 +44,23 @@ final class RawHTTPClient {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard connected == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            throw ClientError("connect: \(e)")
-        }
+        guard connected == 0 else { throw ClientError("connect: \(errno)") }
         var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
-    deinit { Glibc.close(fd) }
+    // The one close of `fd`. It also runs when `init` fails after `fd` was set (Swift
+    // deinitializes a class whose init fails once all its properties are set), so the failure
+    // paths must not close it themselves: a second close would hit whatever the process opened
+    // with that number meanwhile (another test's socket, a server's listener, Dispatch's own
+    // descriptors). Keeps errno: callers read it after a failed init.
+    deinit {
+        let saved = errno
+        if fd >= 0 { Glibc.close(fd) }
+        errno = saved
+    }
 
     /// Closes with RST (SO_LINGER 0): the server sees the client go at once.
     func abort() {

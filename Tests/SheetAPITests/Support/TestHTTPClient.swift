@@ -52,12 +52,20 @@ final class TestHTTPClient {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard result == 0 else {
-            close(fd)
             throw TestClientError(description: "connect to \(port) failed: errno \(errno)")
         }
     }
 
-    deinit { close(fd) }
+    // The one close of `fd`. It also runs when `init` fails after `fd` was set (Swift
+    // deinitializes a class whose init fails once all its properties are set), so the failure
+    // paths must not close it themselves: a second close would hit whatever the process opened
+    // with that number meanwhile (another test's socket, a server's listener, Dispatch's own
+    // descriptors). Keeps errno: callers read it after a failed init.
+    deinit {
+        let saved = errno
+        if fd >= 0 { close(fd) }
+        errno = saved
+    }
 
     func sendRaw(_ bytes: [UInt8]) throws {
         var offset = 0

@@ -226,15 +226,19 @@ final class WireConnection {
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard result == 0 else {
-            let reason = errno
-            close(fd)
-            errno = reason
-            return nil
-        }
+        guard result == 0 else { return nil }
     }
 
-    deinit { close(fd) }
+    // The one close of `fd`. It also runs when `init` fails after `fd` was set (Swift
+    // deinitializes a class whose init fails once all its properties are set), so the failure
+    // paths must not close it themselves: a second close would hit whatever the process opened
+    // with that number meanwhile (another test's socket, a server's listener, Dispatch's own
+    // descriptors). Keeps errno: callers read it after a failed init.
+    deinit {
+        let saved = errno
+        if fd >= 0 { close(fd) }
+        errno = saved
+    }
 
     /// False when the peer is gone (EPIPE, ECONNRESET).
     @discardableResult
