@@ -566,6 +566,22 @@ def main():
                     log(f"bench: {key}: {len(bad)} of {checked} sampled sessions are not where the drags left them: {bad[:3]}")
             return summary
 
+        def drag_against(extra, other, labels, key):
+            """drag-c64 with a third server (started, stopped here) as A against `other` as B; the
+            extra server gets sessions of its own, like the others."""
+            servers.append(extra)
+            try:
+                t0 = time.monotonic()
+                path = os.path.join(OUT, f"sessions.{extra.name}.txt")
+                write_sessions(path, create_sessions(extra, NSESSIONS))
+                log(f"bench: {NSESSIONS} sessions created on {extra.name} in {time.monotonic() - t0:.1f} s")
+                files = dict(session_files)
+                files[extra.name] = path
+                return run_workload("drag-c64", (extra, other), labels, files, key)
+            finally:
+                extra.stop()
+                servers.remove(extra)
+
         def run_durable_phase():
             data_dir = os.path.join(OUT, "durable-data")
             shutil.rmtree(data_dir, ignore_errors=True)
@@ -574,17 +590,7 @@ def main():
                 d = Server("sheetd-durable", baseline_argv(SELFTEST_SIZES)).start()
             else:
                 d = Server("sheetd-durable", sheetd_argv(help_text, data_dir=data_dir)).start()
-            servers.append(d)
-            t0 = time.monotonic()
-            sessions = create_sessions(d, NSESSIONS)
-            path = os.path.join(OUT, f"sessions.{d.name}.txt")
-            write_sessions(path, sessions)
-            log(f"bench: {NSESSIONS} sessions created on {d.name} in {time.monotonic() - t0:.1f} s")
-            files = dict(session_files)
-            files[d.name] = path
-            results["durable"] = run_workload("drag-c64", (d, a), {"a": "sheetd --data-dir", "b": "sheetd --memory"}, files, "durable drag-c64")
-            d.stop()
-            servers.remove(d)
+            results["durable"] = drag_against(d, a, {"a": "sheetd --data-dir", "b": "sheetd --memory"}, "durable drag-c64")
 
         def run_calibration_phase(d64):
             # sheetd's extra user-space CPU per drag, burnt in an arithmetic loop by the baseline
@@ -605,17 +611,7 @@ def main():
             cal["burn_us"] = burn_ns / 1000
             log(f"bench: calibration: the baseline burning {burn_ns} ns of user CPU per request (median user-CPU gap {gap_us:.2f} µs)")
             burn = Server("baseline-burn", b.argv + ["--burn-ns", str(burn_ns)]).start()
-            servers.append(burn)
-            t0 = time.monotonic()
-            sessions = create_sessions(burn, NSESSIONS)
-            path = os.path.join(OUT, f"sessions.{burn.name}.txt")
-            write_sessions(path, sessions)
-            log(f"bench: {NSESSIONS} sessions created on {burn.name} in {time.monotonic() - t0:.1f} s")
-            files = dict(session_files)
-            files[burn.name] = path
-            cal.update(run_workload("drag-c64", (burn, b), {"a": "baseline + burn", "b": "baseline"}, files, "calibration drag-c64"))
-            burn.stop()
-            servers.remove(burn)
+            cal.update(drag_against(burn, b, {"a": "baseline + burn", "b": "baseline"}, "calibration drag-c64"))
             results["calibration"] = cal
 
         durable_done = not run_durable
