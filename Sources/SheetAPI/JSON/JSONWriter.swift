@@ -56,13 +56,13 @@ public struct JSONWriter: ~Copyable {
     /// per-byte scan. Debug builds (the tests) check the claim.
     public mutating func plainString(_ value: String) {
         separate()
-        put(UInt8(ascii: "\""))
         let copied: Void? = value.utf8.withContiguousStorageIfAvailable { utf8 in
             assert(!utf8.contains(where: Self.needsEscape), "plainString(\(value)) needs escaping")
+            put(UInt8(ascii: "\""))
             put(utf8)
+            put(UInt8(ascii: "\""))
         }
-        if copied == nil { appendQuoted(value, quoted: false) }
-        put(UInt8(ascii: "\""))
+        if copied == nil { appendQuoted(value) }
         needsComma = true
     }
 
@@ -186,8 +186,8 @@ public struct JSONWriter: ~Copyable {
         text.withUTF8 { put($0) }
     }
 
-    private mutating func appendQuoted(_ value: String, quoted: Bool = true) {
-        if quoted { put(UInt8(ascii: "\"")) }
+    private mutating func appendQuoted(_ value: String) {
+        put(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
             // Most strings here (detents, enum values, messages) need no escaping: copy them in one go.
@@ -211,6 +211,6 @@ public struct JSONWriter: ~Copyable {
                 }
             }
         }
-        if quoted { put(UInt8(ascii: "\"")) }
+        put(UInt8(ascii: "\""))
     }
 }
