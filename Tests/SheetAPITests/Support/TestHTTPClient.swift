@@ -24,6 +24,17 @@ struct TestResponse: Sendable {
     var errorField: String? { (json["error"] as? [String: Any])?["field"] as? String }
 }
 
+/// The one close of a test client's socket, from its `deinit`. `deinit` also runs when `init`
+/// fails after the socket was set (Swift deinitializes a class whose init fails once all its
+/// properties are set), so the failure paths must not close it themselves: a second close would
+/// hit whatever the process opened with that number meanwhile (another test's socket, a
+/// server's listener, Dispatch's own descriptors). Keeps errno: callers read it after a failed init.
+func closeOnce(_ fd: Int32) {
+    let saved = errno
+    if fd >= 0 { close(fd) }
+    errno = saved
+}
+
 struct TestClientError: Error, CustomStringConvertible {
     let description: String
 }
@@ -56,16 +67,7 @@ final class TestHTTPClient {
         }
     }
 
-    // The one close of `fd`. It also runs when `init` fails after `fd` was set (Swift
-    // deinitializes a class whose init fails once all its properties are set), so the failure
-    // paths must not close it themselves: a second close would hit whatever the process opened
-    // with that number meanwhile (another test's socket, a server's listener, Dispatch's own
-    // descriptors). Keeps errno: callers read it after a failed init.
-    deinit {
-        let saved = errno
-        if fd >= 0 { close(fd) }
-        errno = saved
-    }
+    deinit { closeOnce(fd) }  // the one close: see `closeOnce`
 
     func sendRaw(_ bytes: [UInt8]) throws {
         var offset = 0

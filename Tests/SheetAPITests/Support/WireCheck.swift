@@ -229,16 +229,7 @@ final class WireConnection {
         guard result == 0 else { return nil }
     }
 
-    // The one close of `fd`. It also runs when `init` fails after `fd` was set (Swift
-    // deinitializes a class whose init fails once all its properties are set), so the failure
-    // paths must not close it themselves: a second close would hit whatever the process opened
-    // with that number meanwhile (another test's socket, a server's listener, Dispatch's own
-    // descriptors). Keeps errno: callers read it after a failed init.
-    deinit {
-        let saved = errno
-        if fd >= 0 { close(fd) }
-        errno = saved
-    }
+    deinit { closeOnce(fd) }  // the one close: see `closeOnce`
 
     /// False when the peer is gone (EPIPE, ECONNRESET).
     @discardableResult
