@@ -37,9 +37,11 @@ let package = Package(
         .target(name: "SheetCore", swiftSettings: strict),
         // One pthread-mutex-guarded value for the HTTP layer and the store (ThreadSanitizer sees it).
         .target(name: "Locking", swiftSettings: strict),
-        .target(name: "SessionStore", dependencies: ["SheetCore", "Locking"], swiftSettings: strict),
+        // Running an actor's work on the thread that asks for it (the drag answered without a task).
+        .target(name: "InlineExecution", dependencies: ["Locking"], swiftSettings: strict),
+        .target(name: "SessionStore", dependencies: ["SheetCore", "Locking", "InlineExecution"], swiftSettings: strict),
         .target(name: "SQLiteArchive", dependencies: ["SessionStore", "SheetCore", "CSQLite", "Locking"], swiftSettings: strict),
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking"], swiftSettings: strict),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "InlineExecution"], swiftSettings: strict),
         .target(
             name: "SheetAPI",
             dependencies: ["SheetCore", "SessionStore", "HTTPServer", "CJansson"],
@@ -53,6 +55,7 @@ let package = Package(
         .systemLibrary(name: "CLibFuzzer", path: "CLibFuzzer"),
         .executableTarget(name: "sheetd-fuzz", dependencies: ["SheetFuzzing", "CLibFuzzer"], path: "Sources/sheetd-fuzz", swiftSettings: strict),
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
+        .testTarget(name: "InlineExecutionTests", dependencies: ["InlineExecution"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),
         .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
         .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "CSQLite", "SheetFuzzing"], swiftSettings: strict),

@@ -6,8 +6,9 @@ import Glibc
 
 // The bridge from libmicrohttpd's synchronous access handler to async Swift.
 //
-// Per request (keep-alive, small POST): first call (head) → body call(s) → final call: start a
-// Task.immediate whose executor preference (the RequestContext) runs its jobs on this thread
+// Per request (keep-alive, small POST): first call (head) → body call(s) → final call: the
+// responder's `respondInPlace` answers what it can without a task (queued at once); else start
+// a Task.immediate whose executor preference (the RequestContext) runs its jobs on this thread
 // while the handler is inside the call → if the answer is stored when it returns, queue it at
 // once (no suspend/resume, no other thread); else suspend, and the task stores the answer and
 // calls MHD_resume_connection → the handler's next call queues it.
@@ -212,14 +213,20 @@ extension ServerCore {
         }
     }
 
-    /// Final call: run the responder in a task that starts right here. If it answers without
-    /// waiting (an uncontended actor included: see `RequestContext.enqueue`), queue the answer in
-    /// this same call: no suspension, no other thread. Otherwise suspend the connection; the
-    /// task resumes it when it answers (`RequestContext.Delivery` settles who does what).
+    /// Final call: first ask the responder for an answer it can give right here, without a task
+    /// (`respondInPlace`). Else run the responder in a task that starts right here. If it answers
+    /// without waiting (an uncontended actor included: see `RequestContext.enqueue`), queue the
+    /// answer in this same call: no suspension, no other thread. Otherwise suspend the
+    /// connection; the task resumes it when it answers (`RequestContext.Delivery` settles who
+    /// does what).
     private func suspendAndRespond(_ context: RequestContext) -> MHD_Result {
         let request = HTTPRequest(head: context.head, body: context.body)
         context.body = []
         let responder = self.responder
+        if let answer = responder.respondInPlace(to: request) {
+            context.machine.answeredInPlace()
+            return queue(answer, for: context)
+        }
         context.runInline {
             Task.immediate(executorPreference: context) {
                 let response = await responder.respond(to: request)

@@ -5,6 +5,11 @@ public protocol HTTPResponder: Sendable {
     /// answering here closes the connection. Must not block. Default: nil.
     func preflight(_ head: HTTPRequestHead) -> HTTPResponse?
 
+    /// The request with its full body, answered on the libmicrohttpd thread without a task, if
+    /// that can be done without waiting for anything; nil hands it to `respond(to:)`. It may do
+    /// real work (an uncontended actor entered in place) but must not block. Default: nil.
+    func respondInPlace(to request: HTTPRequest) -> HTTPResponse?
+
     /// The request with its full body. Runs in a Swift Task; the connection is suspended meanwhile.
     func respond(to request: HTTPRequest) async -> HTTPResponse
 
@@ -25,6 +30,8 @@ public protocol HTTPResponder: Sendable {
 
 extension HTTPResponder {
     public func preflight(_ head: HTTPRequestHead) -> HTTPResponse? { nil }
+
+    public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? { nil }
 
     public func rejection(_ rejection: HTTPRejection, head: HTTPRequestHead) -> HTTPResponse {
         HTTPResponse.defaultRejection(rejection)

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import InlineExecution
 import Synchronization
 
 #if canImport(Glibc)
@@ -119,9 +120,11 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
 
     /// Runs `body` (which starts the responder task with this context as its executor
     /// preference) with this thread marked as the one that may run the task's jobs inline.
+    /// The thread is marked for `InlineExecution` too, so that an idle shard's executor runs the
+    /// task's job right here when the task switches to it.
     func runInline(_ body: () -> Void) {
         inlineThread.store(UInt(pthread_self()), ordering: .relaxed)
-        body()
+        InlineExecution.run(body)
         inlineThread.store(0, ordering: .relaxed)
     }
 

@@ -134,6 +134,15 @@ struct RequestStateMachine: Sendable {
         }
     }
 
+    /// The final call answered the request itself, without suspending (`respondInPlace`).
+    mutating func answeredInPlace() {
+        guard case .awaitingAnswer = state else {
+            state = .failed
+            return
+        }
+        state = .answered
+    }
+
     /// The responder's answer could not be queued, or the request was refused while suspended.
     mutating func fail() { state = .failed }
 

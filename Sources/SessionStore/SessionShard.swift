@@ -1,3 +1,4 @@
+import InlineExecution
 import SheetCore
 
 /// One actor's share of the sessions (picked by id), so requests on different sessions do not
@@ -13,6 +14,14 @@ import SheetCore
 ///   take their answer, then wait for the session's newest commit before giving it.
 /// So no answer ever shows state that a crash could still take back.
 actor SessionShard {
+    /// The shard's executor: like a default actor's, but a thread can run an uncontended change
+    /// on it in place, without a task (`applyInPlace`).
+    nonisolated let executor = InlineSerialExecutor()
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        executor.asUnownedSerialExecutor()
+    }
+
     struct Entry {
         var sheet: Sheet
         let ordinal: UInt64
@@ -251,6 +260,26 @@ actor SessionShard {
         case .refused(let error):
             await settled(id)   // a 412 or 409 shows the session as it stands: committed first
             throw error
+        }
+    }
+
+    /// `apply` on the calling thread, without a task, when nothing else holds the shard and
+    /// nothing needs waiting for: the volatile archive (no commit to await, and a refusal shows
+    /// the session as it stands). nil, with nothing applied, otherwise: use `apply`.
+    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Result<ActionResult, StoreError>? {
+        guard !archiveKeepsChanges else { return nil }
+        return executor.runIfIdle {
+            assumeIsolated { shard -> Result<ActionResult, StoreError> in
+                switch shard.applyNow(action, to: id, ifMatch: ifMatch) {
+                case .done(let result):
+                    return .success(result)
+                case .refused(let error):
+                    return .failure(error)
+                case .committing:
+                    // `submit` leaves a commit outstanding only for an archive that keeps changes.
+                    preconditionFailure("the volatile archive left a commit outstanding")
+                }
+            }
         }
     }
 

@@ -149,6 +149,12 @@ public final class SessionStore: Sendable {
         try await shard(for: id).apply(action, to: id, ifMatch: ifMatch)
     }
 
+    /// `apply` on the calling thread, without waiting: nil (nothing applied) when the session's
+    /// shard is busy or the archive needs a commit awaited; then use `apply`.
+    public func applyInPlace(_ action: SheetAction, to id: SessionID, ifMatch: UInt64? = nil) -> Result<ActionResult, StoreError>? {
+        shard(for: id).applyInPlace(action, to: id, ifMatch: ifMatch)
+    }
+
     public func apply(
         _ action: SheetAction, to id: SessionID, ifMatch: UInt64?, idempotency: IdempotencyRequest,
         render: @escaping @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer

@@ -60,6 +60,27 @@ public final class SheetService: HTTPResponder {
         return actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head))
     }
 
+    /// Answers without waiting when it can: a request refused before the store is asked, and an
+    /// action (no Idempotency-Key) whose shard is idle, applied right here on the calling thread.
+    /// nil otherwise (a busy shard, a durable store, every other route): `respond(to:)` then plans
+    /// the request again, which only the rare busy-shard case pays twice.
+    public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? {
+        switch plan(request) {
+        case .answer(let response):
+            return response
+        case .apply(let id, let action, let ifMatch):
+            guard let applied = store.applyInPlace(action, to: id, ifMatch: ifMatch) else { return nil }
+            switch applied {
+            case .success(let result):
+                return actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head))
+            case .failure(let error):
+                return errorResponse(APIError(error), head: request.head)
+            }
+        case .applyOnce, .refuse, .route:
+            return nil
+        }
+    }
+
     /// Every plan but `.apply`.
     @inline(never)
     private func respond(_ plan: Plan, to request: HTTPRequest) async -> HTTPResponse {

@@ -4,7 +4,8 @@ import SheetAPI
 
 /// Runs fuzz input through sheetd's API layer in-process (no sockets): the JSON body decoders
 /// directly, then the input read as a short script of requests against a fresh in-memory store,
-/// through `SheetService.preflight` and `respond(to:)` exactly as the HTTP layer calls them.
+/// through `SheetService.preflight`, `respondInPlace(to:)` and `respond(to:)` exactly as the
+/// HTTP layer calls them.
 ///
 /// Script format (each part optional): requests separated by a line `%%`; in each, a request
 /// line `METHOD target`, header lines `Name: value`, a blank line, then the body bytes. `$0` and
@@ -71,7 +72,9 @@ public final class RequestHarness: Sendable {
            let current = try? await store.session(id) {
             stale = current.sheet.version != expected
         }
-        let response = await service.respond(to: request)
+        let inPlace = service.respondInPlace(to: request)
+        let response: HTTPResponse
+        if let inPlace { response = inPlace } else { response = await service.respond(to: request) }
         Self.check(response, for: request)
         if stale && (200...299).contains(response.status) && request.head.method != .get && request.head.method != .head {
             preconditionFailure("If-Match named another version, yet \(request.head.method) \(request.head.path) answered \(response.status)")

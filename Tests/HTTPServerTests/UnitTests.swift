@@ -17,6 +17,21 @@ struct RequestStateMachineTests {
         #expect(machine.state == .answered)
     }
 
+    @Test("answered in place: the final call queues the responder's answer without suspending")
+    func answeredInPlace() {
+        var machine = RequestStateMachine(limits: Self.limits)
+        #expect(machine.headReceived(headerCount: 3, contentLength: 10, shuttingDown: false) == .proceed)
+        #expect(machine.bodyChunk(count: 10) == .append)
+        #expect(machine.requestComplete() == .respond)
+        machine.answeredInPlace()
+        #expect(machine.state == .answered)
+        #expect(machine.requestComplete() == .abort)
+
+        var early = RequestStateMachine(limits: Self.limits)
+        early.answeredInPlace()
+        #expect(early.state == .failed)
+    }
+
     @Test("head refusals", arguments: [
         (6, Int?.none, false, RequestStateMachine.HeadAction.reject(.tooManyHeaders(limit: 5))),
         (5, 101, false, .reject(.payloadTooLarge(limit: 100))),

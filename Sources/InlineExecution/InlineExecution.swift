@@ -1,0 +1,37 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Marks the threads that are answering a request inline: a libmicrohttpd thread inside its
+/// access handler, running the request's task until it has to wait. An `InlineSerialExecutor`
+/// that is idle runs a job enqueued from such a thread right there, as the runtime does for a
+/// default actor that a task switches to, instead of handing it to another thread.
+///
+/// Only those threads: a job enqueued anywhere else may come from a continuation resumed under
+/// somebody's lock, and running it inside `enqueue` would run it under that lock.
+package enum InlineExecution {
+    /// A thread-specific slot: non-nil while the thread is inside `run`.
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// True on a thread that is inside `run`.
+    package static var isActive: Bool {
+        pthread_getspecific(key) != nil
+    }
+
+    /// Runs `body` with this thread marked as answering inline (nested calls keep the mark).
+    package static func run<Result>(_ body: () throws -> Result) rethrows -> Result {
+        let previous = pthread_getspecific(key)
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))   // any non-nil value: only presence matters
+        defer { pthread_setspecific(key, previous) }
+        return try body()
+    }
+
+    /// The calling thread, as a number an atomic or a lock-guarded field can hold.
+    package static var currentThread: UInt {
+        UInt(pthread_self())
+    }
+}
