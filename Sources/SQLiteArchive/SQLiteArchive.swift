@@ -320,7 +320,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         let statement = s.appendEvent
         statement.bind(1, ordinal)
         statement.bind(2, event.seq)
-        statement.bind(3, String(decoding: try encoder.encode(event), as: UTF8.self))
+        statement.bind(3, event.jsonText)   // what encoder.encode(event) gives, without its generic machinery
         statement.bind(4, state.phase.rawValue)
         statement.bind(5, state.detent.description)
         statement.bind(6, state.presentation)

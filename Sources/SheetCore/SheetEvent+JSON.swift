@@ -1,0 +1,81 @@
+extension SheetEvent {
+    /// The JSON that `encode(to:)` gives through a JSONEncoder (same members, same numbers),
+    /// written directly. The durable archive stores one per change, and JSONEncoder's generic
+    /// machinery was about 9% of a durable drag's CPU. CodableTests checks that the two agree.
+    public var jsonText: String {
+        var out = "{\"seq\":"
+        out += String(seq)
+        out += ",\"type\":"
+        Self.appendString(kind.type, to: &out)
+        out += ",\"at\":"
+        Self.appendString(at.rfc3339, to: &out)
+        switch kind {
+        case let .presented(detent, presentation):
+            Self.appendMember("detent", detent.description, to: &out)
+            out += ",\"presentation\":"
+            out += String(presentation)
+        case let .detentChanged(from, to):
+            Self.appendMember("from", from.description, to: &out)
+            Self.appendMember("to", to.description, to: &out)
+        case let .intercepted(attempted, restoredTo):
+            Self.appendMember("attempted", attempted.description, to: &out)
+            Self.appendMember("restoredTo", restoredTo.description, to: &out)
+        case let .confirmationCancelled(detent):
+            Self.appendMember("detent", detent.description, to: &out)
+        case let .dismissBlocked(attempted):
+            Self.appendMember("attempted", attempted.description, to: &out)
+        case let .dismissed(reason):
+            Self.appendMember("reason", reason.rawValue, to: &out)
+        }
+        if let gesture {
+            out += ",\"gesture\":{\"releasedHeight\":"
+            out += Self.number(gesture.releasedHeight)
+            out += ",\"projectedHeight\":"
+            out += Self.number(gesture.projectedHeight)
+            Self.appendMember("target", gesture.target.description, to: &out)
+            out += "}"
+        }
+        out += "}"
+        return out
+    }
+
+    private static func appendMember(_ key: String, _ value: String, to out: inout String) {
+        out += ",\""
+        out += key
+        out += "\":"
+        appendString(value, to: &out)
+    }
+
+    /// A JSON string as JSONEncoder writes it by default: `"`, `\` and `/` escaped, control
+    /// characters as \uXXXX (none of sheetd's names and detents has any of them).
+    private static func appendString(_ text: String, to out: inout String) {
+        out += "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "/": out += "\\/"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{08}": out += "\\b"
+            case "\u{0C}": out += "\\f"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        out += "\""
+    }
+
+    /// `encodeNumber`'s choice (whole numbers as integers, non-finite as 0), then JSONEncoder's
+    /// own text for a Double: its `description` without a trailing ".0".
+    private static func number(_ value: Double) -> String {
+        if !value.isFinite { return "0" }
+        if abs(value) <= 9_007_199_254_740_992, Double(Int64(value)) == value { return String(Int64(value)) }
+        var text = value.description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        return text
+    }
+}
