@@ -191,15 +191,30 @@ actor SessionShard {
     }
 
     func snapshot(_ id: SessionID) async throws(StoreError) -> SessionSnapshot {
-        guard let index = sessions.index(forKey: id) else {
-            await settled(id)   // a delete that is not committed yet still answers only once it is
-            throw StoreError(.sessionNotFound)
+        let snapshot = snapshotNow(id)
+        await settled(id)   // a change (or delete) that is not committed yet answers only once it is
+        guard let snapshot else { throw StoreError(.sessionNotFound) }
+        return snapshot
+    }
+
+    /// `snapshot` on the calling thread, without a task, as `applyInPlace` does a change: nil when
+    /// the shard is busy or the archive keeps changes (a read may have to await a commit).
+    nonisolated func snapshotInPlace(_ id: SessionID) -> Result<SessionSnapshot, StoreError>? {
+        guard !archiveKeepsChanges else { return nil }
+        return executor.runIfIdle {
+            assumeIsolated { shard -> Result<SessionSnapshot, StoreError> in
+                guard let snapshot = shard.snapshotNow(id) else { return .failure(StoreError(.sessionNotFound)) }
+                return .success(snapshot)
+            }
         }
+    }
+
+    /// The session as it stands, its last access stamped; nil if there is none.
+    private func snapshotNow(_ id: SessionID) -> SessionSnapshot? {
+        guard let index = sessions.index(forKey: id) else { return nil }
         sessions.values[index].lastAccess = clock.now().millisecondsSince1970
         touched.insert(id)
-        let snapshot = SessionSnapshot(id: id, sheet: sessions.values[index].sheet)
-        await settled(id)
-        return snapshot
+        return SessionSnapshot(id: id, sheet: sessions.values[index].sheet)
     }
 
     /// The change itself, in one actor turn: the result, the version before it, and what to store.

@@ -145,6 +145,12 @@ public final class SessionStore: Sendable {
         try await shard(for: id).snapshot(id)
     }
 
+    /// `session` on the calling thread, without waiting: nil when the session's shard is busy or
+    /// the archive may make a read wait for a commit; then use `session`.
+    public func sessionInPlace(_ id: SessionID) -> Result<SessionSnapshot, StoreError>? {
+        shard(for: id).snapshotInPlace(id)
+    }
+
     public func apply(_ action: SheetAction, to id: SessionID, ifMatch: UInt64? = nil) async throws(StoreError) -> ActionResult {
         try await shard(for: id).apply(action, to: id, ifMatch: ifMatch)
     }

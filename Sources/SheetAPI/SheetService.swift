@@ -60,10 +60,10 @@ public final class SheetService: HTTPResponder {
         return actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head))
     }
 
-    /// Answers without waiting when it can: a request refused before the store is asked, and an
-    /// action (no Idempotency-Key) whose shard is idle, applied right here on the calling thread.
-    /// nil otherwise (a busy shard, a durable store, every other route): `respond(to:)` then plans
-    /// the request again, which only the rare busy-shard case pays twice.
+    /// Answers without waiting when it can: a request refused before the store is asked, an
+    /// action (no Idempotency-Key) and a session's GET whose shard is idle, done right here on
+    /// the calling thread. nil otherwise (a busy shard, a durable store, every other route):
+    /// `respond(to:)` then plans the request again, which only the rare busy-shard case pays twice.
     public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? {
         switch plan(request) {
         case .answer(let response):
@@ -76,9 +76,24 @@ public final class SheetService: HTTPResponder {
             case .failure(let error):
                 return errorResponse(APIError(error), head: request.head)
             }
+        case .route(.session(let text)) where effectiveMethod(request.head) == "GET":
+            // An id that cannot exist is refused by `respond(to:)`, as every other route error.
+            guard let id = SessionID(text), let read = store.sessionInPlace(id) else { return nil }
+            let requestID = requestIDs.id(for: request.head)
+            switch read {
+            case .success(let snapshot):
+                return sessionAnswer(snapshot, requestID: requestID)
+            case .failure(let error):
+                return errorResponse(APIError(error), requestID: requestID)
+            }
         case .applyOnce, .refuse, .route:
             return nil
         }
+    }
+
+    /// A session's GET answer.
+    private func sessionAnswer(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
+        sessionResponse(200, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
     }
 
     /// Every plan but `.apply`.
@@ -197,7 +212,7 @@ public final class SheetService: HTTPResponder {
         case (.session(let text), "GET"):
             let id = try sessionID(text)
             let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id) }
-            return sessionResponse(200, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
+            return sessionAnswer(snapshot, requestID: requestID)
         case (.session(let text), _):
             let id = try sessionID(text)
             let ifMatch = try await precondition(request.head, session: id)

@@ -20,7 +20,7 @@ struct InPlaceTests {
         members.first { $0.key == key }?.value
     }
 
-    @Test("a drag without Idempotency-Key is applied in place; reads and keyed actions wait for respond(to:)")
+    @Test("drags without Idempotency-Key and a session's GET are answered in place; the rest waits for respond(to:)")
     func whatIsAnsweredInPlace() async throws {
         let service = SheetService(store: SessionStore(), observer: ServiceObserver(level: .off, log: LogSink { _ in }))
         let created = await service.respond(to: Self.request(.post, "/sessions", #"{"detents":["medium","large"]}"#))
@@ -47,13 +47,26 @@ struct InPlaceTests {
         #expect(missing.status == 404)
         #expect(try #require(service.respondInPlace(to: Self.request(.get, "/nowhere"))).status == 404)
 
-        // Not in place: reads, creates, and actions with an Idempotency-Key (nothing applied).
-        #expect(service.respondInPlace(to: Self.request(.get, "/sessions/\(id)")) == nil)
+        // A session's GET (and HEAD) in place, the same answer as respond(to:) gives.
+        let get = Self.request(.get, "/sessions/\(id)")
+        let read = try #require(service.respondInPlace(to: get))
+        let readAsync = await service.respond(to: get)
+        #expect(read.status == 200)
+        #expect(read.headers["ETag"] == "\"2\"")
+        #expect(Self.json(read).map(\.key) == Self.json(readAsync).map(\.key))
+        #expect(Self.member(Self.json(read), "detent") == .string("medium"))
+        #expect(try #require(service.respondInPlace(to: Self.request(.head, "/sessions/\(id)"))).status == 200)
+        #expect(try #require(service.respondInPlace(to: Self.request(.get, "/sessions/AAAAAAAAAAAAAAAAAAAAAA"))).status == 404)
+
+        // Not in place: other reads, creates, deletes, and actions with an Idempotency-Key (nothing applied).
+        #expect(service.respondInPlace(to: Self.request(.get, "/sessions/\(id)/events")) == nil)
+        #expect(service.respondInPlace(to: Self.request(.get, "/sessions")) == nil)
         #expect(service.respondInPlace(to: Self.request(.post, "/sessions", "{}")) == nil)
+        #expect(service.respondInPlace(to: Self.request(.delete, "/sessions/\(id)")) == nil)
         let keyed = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"large"}"#, headers: ["Idempotency-Key": "k1"])
         #expect(service.respondInPlace(to: keyed) == nil)
-        let read = await service.respond(to: Self.request(.get, "/sessions/\(id)"))
-        #expect(Self.member(Self.json(read), "version") == .number(2))
-        #expect(Self.member(Self.json(read), "detent") == .string("medium"))
+        let after = await service.respond(to: Self.request(.get, "/sessions/\(id)"))
+        #expect(Self.member(Self.json(after), "version") == .number(2), "the keyed drag was not applied")
+        #expect(Self.member(Self.json(after), "detent") == .string("medium"))
     }
 }
