@@ -10,6 +10,7 @@ import Locking
 /// in the order enqueued; a job enqueued while the executor is idle from a thread answering a
 /// request inline (`InlineExecution`) runs on that thread at once; the thread that ran a job
 /// also runs whatever was enqueued meanwhile; anything else is drained on a Dispatch queue.
+/// Unlike a default actor it does not reorder by priority or escalate: jobs run in arrival order.
 // @unchecked Sendable: every mutable field lives in `state`, touched only under its lock.
 package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
     private struct State {
@@ -59,7 +60,7 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
         switch next {
         case .runHere:
             job.runSynchronously(on: asUnownedSerialExecutor())
-            runPending(as: thread)
+            runPending()
         case .scheduleDrain:
             DispatchQueue.global().async { self.drain() }
         case .nothing:
@@ -77,7 +78,7 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
             return true
         }
         guard entered else { return nil }
-        defer { runPending(as: thread) }
+        defer { runPending() }
         return try body()
     }
 
@@ -100,11 +101,11 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
             s.owner = thread
             return true
         }
-        if owns { runPending(as: thread) }
+        if owns { runPending() }
     }
 
     /// The owner runs queued jobs until none is left, then gives the executor up.
-    private func runPending(as thread: UInt) {
+    private func runPending() {
         while let job = state.withLock({ s -> UnownedJob? in
             if let job = s.pop() { return job }
             s.owner = 0
