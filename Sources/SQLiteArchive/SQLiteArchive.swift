@@ -192,13 +192,21 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
 
     // MARK: Writer
 
+    /// The writer thread's name, as `top -H` and `/proc/PID/task/*/comm` show it.
+    static let writerThreadName = "sheetd-archive"
+
     /// The writer starts with the first submit, so `load()` has the connection to itself before.
     private func startWriterOnce() {
         guard !writerStarted.load(ordering: .acquiring),
               writerStarted.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
-        let thread = Thread { [self] in runWriter() }
-        thread.name = "sheetd-archive"
+        let thread = Thread { [self] in
+            // Foundation on Linux gives the kernel only a name set by the thread itself: one set
+            // before `start()` left it its creator's ("MHD-worker", a libmicrohttpd thread's) in
+            // top and perf.
+            Thread.current.name = Self.writerThreadName
+            runWriter()
+        }
         thread.start()
     }
 

@@ -221,6 +221,19 @@ struct SQLiteArchiveTests {
         try expectRefused(directory, "newer than this sheetd knows")
     }
 
+    @Test func theWriterThreadIsNamed() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        _ = try archive.load()
+        await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1)]).wait()
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+        let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        #expect(names.contains(SQLiteArchive.writerThreadName), "\(names)")
+        archive.close()
+    }
+
     @Test func somethingElseIsRefusedAndLeftAlone() throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
