@@ -39,13 +39,13 @@ struct InlineSerialExecutorTests {
     @Test("runIfIdle runs on the calling thread, isolated to the executor, and only there")
     func runIfIdleIsolates() async {
         let counter = Counter()
-        let (result, thread, isolatedInside, isolatedAfter) = await onPlainThread { () -> (Int?, UInt, Bool?, Bool?) in
+        let (result, isolatedInside, isolatedAfter) = await onPlainThread { () -> (Int?, Bool?, Bool?) in
             var inside: Bool?
             let result = counter.executor.runIfIdle { () -> Int in
                 inside = counter.executor.isIsolatingCurrentContext()
                 return counter.incrementInPlace() ?? -1   // nested: the executor is taken
             }
-            return (result, InlineExecution.currentThread, inside, counter.executor.isIsolatingCurrentContext())
+            return (result, inside, counter.executor.isIsolatingCurrentContext())
         }
         #expect(result == -1)
         #expect(isolatedInside == true)
@@ -54,7 +54,6 @@ struct InlineSerialExecutorTests {
         let inPlace = await onPlainThread { (counter.incrementInPlace(), InlineExecution.currentThread) }
         #expect(inPlace.0 == 1)
         #expect(await counter.threads == [inPlace.1])
-        _ = thread
     }
 
     @Test("runIfIdle refuses while another thread holds the executor")
