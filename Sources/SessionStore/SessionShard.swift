@@ -67,7 +67,7 @@ actor SessionShard {
     let clock: StoreClock
     private let archive: any SessionArchive
     /// `archive.keepsChanges`, read once: the volatile archive needs no change descriptions.
-    private let archiveKeepsChanges: Bool
+    let archiveKeepsChanges: Bool
     /// Only sessions with a commit outstanding are here; the map stays as small as the load.
     private var inFlight: [SessionID: InFlight] = [:]
     /// Sessions read since their last write: their last access is saved by `flushTouched`.
@@ -197,20 +197,8 @@ actor SessionShard {
         return snapshot
     }
 
-    /// `snapshot` on the calling thread, without a task, as `applyInPlace` does a change: nil when
-    /// the shard is busy or the archive keeps changes (a read may have to await a commit).
-    nonisolated func snapshotInPlace(_ id: SessionID) -> Result<SessionSnapshot, StoreError>? {
-        guard !archiveKeepsChanges else { return nil }
-        return executor.runIfIdle {
-            assumeIsolated { shard -> Result<SessionSnapshot, StoreError> in
-                guard let snapshot = shard.snapshotNow(id) else { return .failure(StoreError(.sessionNotFound)) }
-                return .success(snapshot)
-            }
-        }
-    }
-
     /// The session as it stands, its last access stamped; nil if there is none.
-    private func snapshotNow(_ id: SessionID) -> SessionSnapshot? {
+    func snapshotNow(_ id: SessionID) -> SessionSnapshot? {
         guard let index = sessions.index(forKey: id) else { return nil }
         sessions.values[index].lastAccess = clock.now().millisecondsSince1970
         touched.insert(id)
@@ -278,28 +266,8 @@ actor SessionShard {
         }
     }
 
-    /// `apply` on the calling thread, without a task, when nothing else holds the shard and
-    /// nothing needs waiting for: the volatile archive (no commit to await, and a refusal shows
-    /// the session as it stands). nil, with nothing applied, otherwise: use `apply`.
-    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Result<ActionResult, StoreError>? {
-        guard !archiveKeepsChanges else { return nil }
-        return executor.runIfIdle {
-            assumeIsolated { shard -> Result<ActionResult, StoreError> in
-                switch shard.applyNow(action, to: id, ifMatch: ifMatch) {
-                case .done(let result):
-                    return .success(result)
-                case .refused(let error):
-                    return .failure(error)
-                case .committing:
-                    // `submit` leaves a commit outstanding only for an archive that keeps changes.
-                    preconditionFailure("the volatile archive left a commit outstanding")
-                }
-            }
-        }
-    }
-
     /// The synchronous part of `apply`, out of line so that its locals stay off the async frame.
-    private enum Applied {
+    enum Applied {
         /// Applied, and nothing is left to wait for (its events are published).
         case done(ActionResult)
         /// Applied; the answer waits for `commit`, then publishes.
@@ -308,7 +276,7 @@ actor SessionShard {
     }
 
     @inline(never)
-    private func applyNow(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Applied {
+    func applyNow(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Applied {
         let (result, previous, changes) = change(action, of: id, ifMatch: ifMatch)
         switch result {
         case .success(let done):

@@ -47,7 +47,7 @@ extension SheetEvent {
     }
 
     /// A JSON string as JSONEncoder writes it by default: `"`, `\` and `/` escaped, control
-    /// characters as \uXXXX (none of sheetd's names and detents has any of them).
+    /// characters as a \u escape of four hex digits (none of sheetd's names and detents has any).
     private static func appendString(_ text: String, to out: inout String) {
         out += "\""
         for scalar in text.unicodeScalars {

@@ -1,0 +1,36 @@
+import SheetCore
+
+/// Changes and reads made on the calling thread, without a task: a libmicrohttpd thread enters
+/// the shard's executor in place (`InlineSerialExecutor.runIfIdle`) when nothing else holds it.
+extension SessionShard {
+    /// Runs `body` on the shard from the calling thread when nothing else holds or awaits the
+    /// shard and nothing will need waiting for: the volatile archive (no commit to await, and a
+    /// refusal or a read shows the session as it stands). nil, with `body` not run, otherwise.
+    private nonisolated func inPlace<T: Sendable>(_ body: (isolated SessionShard) -> T) -> T? {
+        guard !archiveKeepsChanges else { return nil }
+        return executor.runIfIdle { assumeIsolated(body) }
+    }
+
+    /// `apply` without a task; nil (nothing applied) when `inPlace` cannot run: use `apply`.
+    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Result<ActionResult, StoreError>? {
+        inPlace { shard -> Result<ActionResult, StoreError> in
+            switch shard.applyNow(action, to: id, ifMatch: ifMatch) {
+            case .done(let result):
+                return .success(result)
+            case .refused(let error):
+                return .failure(error)
+            case .committing:
+                // `submit` leaves a commit outstanding only for an archive that keeps changes.
+                preconditionFailure("the volatile archive left a commit outstanding")
+            }
+        }
+    }
+
+    /// `snapshot` without a task; nil when `inPlace` cannot run: use `snapshot`.
+    nonisolated func snapshotInPlace(_ id: SessionID) -> Result<SessionSnapshot, StoreError>? {
+        inPlace { shard -> Result<SessionSnapshot, StoreError> in
+            guard let snapshot = shard.snapshotNow(id) else { return .failure(StoreError(.sessionNotFound)) }
+            return .success(snapshot)
+        }
+    }
+}
