@@ -207,12 +207,18 @@ struct SQLiteArchiveTests {
         #expect(before == after, sourceLocation: sourceLocation)
     }
 
-    @Test func newerSchemaIsRefusedAndLeftAlone() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.cleanup() }
+    /// A new archive in `directory` with one session committed (its writer thread started).
+    private func archiveWithOneSession(in directory: TemporaryDirectory) async throws -> SQLiteArchive {
         let archive = try SQLiteArchive.open(directory: directory.path)
         _ = try archive.load()
         await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1)]).wait()
+        return archive
+    }
+
+    @Test func newerSchemaIsRefusedAndLeftAlone() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try await archiveWithOneSession(in: directory)
         archive.close()
         do {
             let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READWRITE)
@@ -224,9 +230,7 @@ struct SQLiteArchiveTests {
     @Test func theWriterThreadIsNamed() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
-        let archive = try SQLiteArchive.open(directory: directory.path)
-        _ = try archive.load()
-        await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1)]).wait()
+        let archive = try await archiveWithOneSession(in: directory)
         let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
         let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
             .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
