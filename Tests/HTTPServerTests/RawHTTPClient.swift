@@ -30,7 +30,9 @@ final class RawHTTPClient {
     private var start = 0
 
     init(port: Int, receiveTimeout: Double = 10, receiveBuffer: Int32? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: the same test process spawns sheetd servers (SheetAPITests), and one
+        // that inherited this socket would keep the connection open after the client closed it.
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ClientError("socket: \(errno)") }
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))

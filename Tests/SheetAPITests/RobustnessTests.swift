@@ -414,7 +414,7 @@ struct RobustnessTests {
             struct Peer { let fd: Int32; let opened: ContinuousClock.Instant; var rest: [UInt8]; var closedAfter: Double? }
             var peers: [Peer] = []
             for index in 0..<200 {
-                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                let fd = socket(AF_INET, testSocketType, 0)
                 var address = sockaddr_in()
                 address.sin_family = sa_family_t(AF_INET)
                 address.sin_port = in_port_t(UInt16(server.port).bigEndian)
@@ -488,6 +488,17 @@ struct RobustnessTests {
             // And the server is fine afterwards.
             #expect(try server.client().request("GET", "/sessions/\(id)").status == 200)
             #expect(server.stop() == 0)
+        }
+    }
+
+    /// The per-client cap below counts on a closed client reaching the server as a FIN, which
+    /// takes its socket staying out of the sheetd servers other tests spawn meanwhile.
+    @Test func testClientSocketsAreCloseOnExec() throws {
+        let client = try Self.shared.get().client()
+        let wire = try #require(WireConnection(port: try Self.shared.get().port))
+        for (name, fd) in [("client", client.fd), ("wire", wire.fd)] {
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? "?"
+            #expect(fcntl(fd, F_GETFD) & FD_CLOEXEC != 0, "\(name) fd \(fd) → \(target), flags \(fcntl(fd, F_GETFD))")
         }
     }
 

@@ -35,6 +35,14 @@ func closeOnce(_ fd: Int32) {
     errno = saved
 }
 
+/// The socket type of every test client: close-on-exec. The tests run in one process that
+/// also spawns sheetd servers, and Foundation's `Process` on Linux closes in the child only the
+/// descriptors up to the highest one open when it scans `/proc/self/fd`, before `posix_spawn`.
+/// A client socket another thread opened in between lives on in that server: closing it sends
+/// no FIN, and the server under test never sees the connection end (the likely cause of one CI
+/// failure of `connectionsPerClientAreCapped`).
+let testSocketType = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+
 struct TestClientError: Error, CustomStringConvertible {
     let description: String
 }
@@ -46,7 +54,7 @@ final class TestHTTPClient {
     private var buffer: [UInt8] = []
 
     init(port: Int, host: String = "127.0.0.1", receiveTimeout: Double = 10, receiveBuffer: Int? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, testSocketType, 0)
         guard fd >= 0 else { throw TestClientError(description: "socket failed") }
         var seconds = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))

@@ -212,7 +212,7 @@ final class WireConnection {
 
     /// nil when the connection cannot be made; `errno` then says why.
     init?(port: Int, receiveTimeout: Double = 10) {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        fd = socket(AF_INET, testSocketType, 0)
         guard fd >= 0 else { return nil }
         var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
