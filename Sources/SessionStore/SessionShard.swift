@@ -221,13 +221,7 @@ actor SessionShard {
         if let ifMatch, ifMatch != previous {
             touched.insert(id)
             let sheet = sessions.values[index].sheet
-            if case .drag(.detent(let detent)) = action, !sheet.configuration.detents.contains(detent) {
-                // Let the sheet produce its own unknown-detent error, which outranks 412.
-                var probe = sheet
-                do { _ = try probe.apply(action, now: now) } catch where error.code == .unknownDetent {
-                    return (.failure(StoreError(.sheet(error))), previous, [])
-                } catch {}
-            }
+            if let error = sheet.requestError(in: action) { return (.failure(StoreError(.sheet(error))), previous, []) }
             return (.failure(StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: sheet))), previous, [])
         }
         let outcome: SheetOutcome

@@ -55,7 +55,7 @@ final class EventStream: EventSubscriber {
         let json = writer.bytes
         var bytes: [UInt8] = []
         bytes.reserveCapacity(json.count + 48)
-        bytes += Array("id: \(event.seq)\nevent: \(event.kind.type)\ndata: ".utf8)
+        bytes += Array("id: \(event.seq)\nevent: \(event.kind.type.rawValue)\ndata: ".utf8)
         bytes += json
         bytes += [0x0A, 0x0A]
         return bytes

@@ -15,10 +15,9 @@ public enum FuzzEntry {
             let sheet = Sheet(configuration: configuration, now: Timestamp(millisecondsSince1970: 1_800_000_000_000))
             requireReadable(Rendering.sessionBody(SessionSnapshot(id: SessionID(high: 1, low: 2), sheet: sheet)), "a session body")
         }
-        decode({ () throws(APIError) in try RequestBodies.drag(bytes) })
-        decode({ () throws(APIError) in try RequestBodies.confirm(bytes) })
-        decode({ () throws(APIError) in try RequestBodies.dismiss(bytes) })
-        decode({ () throws(APIError) in try RequestBodies.present(bytes) })
+        for decodeAction in RouteTable.actionDecoders {
+            decode({ () throws(APIError) in try decodeAction(bytes) })
+        }
 
         let text = String(decoding: bytes, as: UTF8.self)
         _ = Route(path: text)

@@ -51,25 +51,9 @@ enum Rendering {
     static func event(_ event: SheetEvent, into writer: inout JSONWriter) {
         writer.beginObject()
         writer.member(#""seq":"#); writer.integer(event.seq)
-        writer.member(#","type":"#); writer.plainString(event.kind.type)
+        writer.member(#","type":"#); writer.plainString(event.kind.type.rawValue)
         writer.member(#","at":"#); writer.unescapedString(length: Timestamp.rfc3339Length, event.at.writeRFC3339)
-        switch event.kind {
-        case .presented(let detent, let presentation):
-            writer.member(#","detent":"#); writer.plainString(detent.description)
-            writer.member(#","presentation":"#); writer.integer(presentation)
-        case .detentChanged(let from, let to):
-            writer.member(#","from":"#); writer.plainString(from.description)
-            writer.member(#","to":"#); writer.plainString(to.description)
-        case .intercepted(let attempted, let restoredTo):
-            writer.member(#","attempted":"#); writer.plainString(attempted.description)
-            writer.member(#","restoredTo":"#); writer.plainString(restoredTo.description)
-        case .confirmationCancelled(let detent):
-            writer.member(#","detent":"#); writer.plainString(detent.description)
-        case .dismissBlocked(let attempted):
-            writer.member(#","attempted":"#); writer.plainString(attempted.description)
-        case .dismissed(let reason):
-            writer.member(#","reason":"#); writer.plainString(reason.rawValue)
-        }
+        event.kind.writeMembers(to: &writer)
         if let gesture = event.gesture {
             writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
         }
@@ -135,5 +119,17 @@ enum Rendering {
         if let session = error.session { writer.key("session"); self.session(session, into: &writer) }
         writer.endObject()
         return writer.bytes
+    }
+}
+
+extension JSONWriter: SheetEventMemberWriter {
+    public mutating func member(_ key: StaticString, string: String) {
+        self.key(key)
+        plainString(string)
+    }
+
+    public mutating func member(_ key: StaticString, integer: Int) {
+        self.key(key)
+        self.integer(integer)
     }
 }

@@ -1,114 +1,139 @@
+import HTTPServer
 import SessionStore
+import SheetCore
 
-/// Every path sheetd serves. Parsing a path gives a route (with its id still as text: an id that
-/// cannot exist is "session not found", not "route not found").
-enum Route: Sendable, Equatable {
-    enum Action: String, Sendable {
-        case drag, confirm, dismiss, present
+/// One entry of `RouteTable`: a path template and what answers it. The template is also the
+/// route's name in metrics and logs (never a raw id).
+final class RouteEntry: Sendable {
+    /// How the route answers.
+    enum Answer: Sendable {
+        /// `POST` of an action on the session `{id}`: the body (and nothing else) decodes into a
+        /// `SheetAction`, which the service applies: in place when the shard is idle, at most
+        /// once with an `Idempotency-Key`, with `If-Match` honoured. The decoder refuses a bad
+        /// body with a 400 code.
+        case action(@Sendable ([UInt8]) throws(APIError) -> SheetAction)
+        /// One handler per method the route answers.
+        case handlers([MethodHandler])
     }
 
-    case sessions
-    case session(Substring)
-    case action(Substring, Action)
-    case events(Substring)
-    case health
-    case metrics
-    case openAPI
+    /// The path, `{id}` standing for one path segment (a session id).
+    let template: String
+    let answer: Answer
+    /// The methods the route answers, for 405 and `Allow` (HEAD is answered as GET).
+    let allowedMethods: [String]
+    /// `template`'s bytes, matched against a request path without allocating.
+    fileprivate let pattern: [UInt8]
+
+    init(_ template: String, _ answer: Answer) {
+        self.template = template
+        self.answer = answer
+        self.pattern = Array(template.utf8)
+        switch answer {
+        case .action: allowedMethods = ["POST"]
+        case .handlers(let handlers): allowedMethods = handlers.map(\.method)
+        }
+    }
+
+    static func action(_ template: String, decode: @escaping @Sendable ([UInt8]) throws(APIError) -> SheetAction) -> RouteEntry {
+        RouteEntry(template, .action(decode))
+    }
+
+    static func handlers(_ template: String, _ handlers: MethodHandler...) -> RouteEntry {
+        RouteEntry(template, .handlers(handlers))
+    }
+
+    func handler(for method: String) -> MethodHandler? {
+        guard case .handlers(let handlers) = answer else { return nil }
+        return handlers.first { $0.method == method }
+    }
+}
+
+/// What answers one method of a route.
+struct MethodHandler: Sendable {
+    typealias Respond = @Sendable (SheetService) -> (RouteRequest) async throws(APIError) -> HTTPResponse
+    /// Answers without waiting when it can, on the thread that read the request; nil hands the
+    /// request to `respond`. It makes its own request id.
+    typealias RespondInPlace = @Sendable (SheetService) -> (HTTPRequest, Route) -> HTTPResponse?
+
+    let method: String
+    let respond: Respond
+    let respondInPlace: RespondInPlace?
+
+    static func get(_ respond: @escaping Respond, inPlace: RespondInPlace? = nil) -> MethodHandler {
+        MethodHandler(method: "GET", respond: respond, respondInPlace: inPlace)
+    }
+
+    static func post(_ respond: @escaping Respond) -> MethodHandler {
+        MethodHandler(method: "POST", respond: respond, respondInPlace: nil)
+    }
+
+    static func delete(_ respond: @escaping Respond) -> MethodHandler {
+        MethodHandler(method: "DELETE", respond: respond, respondInPlace: nil)
+    }
+}
+
+/// A request on its way to a handler.
+struct RouteRequest: Sendable {
+    let request: HTTPRequest
+    let route: Route
+    let requestID: String
+
+    var head: HTTPRequestHead { request.head }
+}
+
+/// A request path matched against `RouteTable`: which entry, and the `{id}` segment as text (an
+/// id that cannot exist is "session not found", not "route not found").
+struct Route: Sendable, Equatable {
+    /// The entry's position in `RouteTable.entries` (also where its metric cells are).
+    let index: Int
+    /// The `{id}` segment; empty for templates without one.
+    let id: Substring
+
+    var entry: RouteEntry { RouteTable.entries[index] }
+    var template: String { entry.template }
 
     init?(path: String) {
-        // Parsed three times per request (preflight, answer, log): one scan over the
-        // contiguous bytes, no splitting, no String comparisons and no allocation.
-        let scanned = path.utf8.withContiguousStorageIfAvailable { Route.scan($0) }
-            ?? Array(path.utf8).withUnsafeBufferPointer { Route.scan($0) }
-        switch scanned {
-        case nil:
-            return nil
-        case .fixed(let route)?:
-            self = route
-        case .session(let idRange, let tail)?:
-            let utf8 = path.utf8
-            let start = utf8.index(utf8.startIndex, offsetBy: idRange.lowerBound)
-            let id = Substring(utf8[start..<utf8.index(start, offsetBy: idRange.count)])
-            switch tail {
-            case nil: self = .session(id)
-            case .events?: self = .events(id)
-            case .action(let action)?: self = .action(id, action)
+        // Parsed three times per request (preflight, answer, log): one scan of the contiguous
+        // bytes per template tried, no splitting, no String comparisons and no allocation.
+        let found = path.utf8.withContiguousStorageIfAvailable { Route.find($0) }
+            ?? Array(path.utf8).withUnsafeBufferPointer { Route.find($0) }
+        guard let (index, idRange) = found else { return nil }
+        self.index = index
+        let utf8 = path.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: idRange.lowerBound)
+        id = Substring(utf8[start..<utf8.index(start, offsetBy: idRange.count)])
+    }
+
+    /// The first entry whose template matches, and the byte range of its `{id}` (empty if none).
+    private static func find(_ path: UnsafeBufferPointer<UInt8>) -> (Int, Range<Int>)? {
+        let entries = RouteTable.entries
+        for index in entries.indices {
+            let id = entries[index].pattern.withUnsafeBufferPointer { match(path, $0) }
+            if let id { return (index, id) }
+        }
+        return nil
+    }
+
+    /// Whether `path` fits `pattern`, where `{…}` in the pattern stands for one non-empty segment
+    /// (no `/`): the range of that segment, an empty range when the pattern has none, or nil.
+    private static func match(_ path: UnsafeBufferPointer<UInt8>, _ pattern: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        var id = 0..<0
+        var p = 0
+        var i = 0
+        while p < pattern.count {
+            if pattern[p] == UInt8(ascii: "{") {
+                let start = i
+                while i < path.count, path[i] != UInt8(ascii: "/") { i += 1 }
+                guard i > start else { return nil }
+                id = start..<i
+                while p < pattern.count, pattern[p] != UInt8(ascii: "}") { p += 1 }
+                p += 1
+                continue
             }
+            guard i < path.count, path[i] == pattern[p] else { return nil }
+            i += 1
+            p += 1
         }
-    }
-
-    private enum Scanned {
-        case fixed(Route)
-        /// `/sessions/{id}` and `/sessions/{id}/{tail}`: the id's byte range and the tail.
-        case session(Range<Int>, Tail?)
-    }
-
-    private enum Tail {
-        case events
-        case action(Action)
-    }
-
-    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> Scanned? {
-        let prefix: StaticString = "/sessions/"
-        let prefixLength = prefix.utf8CodeUnitCount
-        guard bytes.count > prefixLength else {
-            if matches(bytes[...], "/sessions") { return .fixed(.sessions) }
-            if matches(bytes[...], "/healthz") { return .fixed(.health) }
-            if matches(bytes[...], "/metrics") { return .fixed(.metrics) }
-            return nil
-        }
-        guard matches(bytes[..<prefixLength], prefix) else {
-            return matches(bytes[...], "/openapi.yaml") ? .fixed(.openAPI) : nil
-        }
-        guard let slash = bytes[prefixLength...].firstIndex(of: UInt8(ascii: "/")) else {
-            return .session(prefixLength..<bytes.count, nil)
-        }
-        let tail = bytes[(slash + 1)...]
-        guard slash > prefixLength, !tail.contains(UInt8(ascii: "/")) else { return nil }
-        let kind: Tail
-        if matches(tail, "drag") { kind = .action(.drag) }
-        else if matches(tail, "events") { kind = .events }
-        else if matches(tail, "confirm") { kind = .action(.confirm) }
-        else if matches(tail, "dismiss") { kind = .action(.dismiss) }
-        else if matches(tail, "present") { kind = .action(.present) }
-        else { return nil }
-        return .session(prefixLength..<slash, kind)
-    }
-
-    private static func matches(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, _ text: StaticString) -> Bool {
-        guard bytes.count == text.utf8CodeUnitCount else { return false }
-        let expected = text.utf8Start
-        var offset = 0
-        for byte in bytes {
-            if byte != expected[offset] { return false }
-            offset += 1
-        }
-        return true
-    }
-
-    /// The methods each route answers, for 405 and `Allow`.
-    var allowedMethods: [String] {
-        switch self {
-        case .sessions: ["GET", "POST"]
-        case .session: ["GET", "DELETE"]
-        case .action: ["POST"]
-        case .events, .health, .metrics, .openAPI: ["GET"]
-        }
-    }
-
-    /// The route as a template, for metrics and logs: never a raw id.
-    var template: String {
-        switch self {
-        case .sessions: "/sessions"
-        case .session: "/sessions/{id}"
-        case .action(_, .drag): "/sessions/{id}/drag"
-        case .action(_, .confirm): "/sessions/{id}/confirm"
-        case .action(_, .dismiss): "/sessions/{id}/dismiss"
-        case .action(_, .present): "/sessions/{id}/present"
-        case .events: "/sessions/{id}/events"
-        case .health: "/healthz"
-        case .metrics: "/metrics"
-        case .openAPI: "/openapi.yaml"
-        }
+        return i == path.count ? id : nil
     }
 }

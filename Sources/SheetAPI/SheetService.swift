@@ -76,24 +76,11 @@ public final class SheetService: HTTPResponder {
             case .failure(let error):
                 return errorResponse(APIError(error), head: request.head)
             }
-        case .route(.session(let text)) where effectiveMethod(request.head) == "GET":
-            // An id that cannot exist is refused by `respond(to:)`, as every other route error.
-            guard let id = SessionID(text), let read = store.sessionInPlace(id) else { return nil }
-            let requestID = requestIDs.id(for: request.head)
-            switch read {
-            case .success(let snapshot):
-                return sessionAnswer(snapshot, requestID: requestID)
-            case .failure(let error):
-                return errorResponse(APIError(error), requestID: requestID)
-            }
-        case .applyOnce, .refuse, .route:
+        case .route(let route):
+            return route.entry.handler(for: effectiveMethod(request.head))?.respondInPlace?(self)(request, route)
+        case .applyOnce, .refuse:
             return nil
         }
-    }
-
-    /// A session's GET answer.
-    private func sessionAnswer(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
-        sessionResponse(200, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
     }
 
     /// Every plan but `.apply`.
@@ -111,7 +98,7 @@ public final class SheetService: HTTPResponder {
         case .route(let route):
             let requestID = requestIDs.id(for: request.head)
             do throws(APIError) {
-                return try await handle(route, method: effectiveMethod(request.head), request: request, requestID: requestID)
+                return try await handle(RouteRequest(request: request, route: route, requestID: requestID))
             } catch {
                 return errorResponse(error, requestID: requestID)
             }
@@ -136,10 +123,10 @@ public final class SheetService: HTTPResponder {
     private func plan(_ request: HTTPRequest) -> Plan {
         do throws(APIError) {
             let route = try self.route(of: request.head)
-            guard case .action(let text, let kind) = route else { return .route(route) }
-            let id = try sessionID(text)
+            guard case .action(let decode) = route.entry.answer else { return .route(route) }
+            let id = try sessionID(route.id)
             let asked: ActionRequest
-            do { asked = try actionRequest(kind, request) } catch { return .refuse(id, error) }
+            do { asked = try actionRequest(decode, request) } catch { return .refuse(id, error) }
             if let key = asked.idempotencyKey { return .applyOnce(id, asked.action, ifMatch: asked.ifMatch, key: key) }
             return .apply(id, asked.action, ifMatch: asked.ifMatch)
         } catch {
@@ -153,7 +140,7 @@ public final class SheetService: HTTPResponder {
         guard let route = Route(path: head.path) else {
             throw APIError(.routeNotFound, "There is no route \(head.path); see /openapi.yaml for the API.")
         }
-        guard route.allowedMethods.contains(effectiveMethod(head)) else { throw methodNotAllowed(route, method: head.method.rawValue) }
+        guard route.entry.allowedMethods.contains(effectiveMethod(head)) else { throw methodNotAllowed(route, method: head.method.rawValue) }
         return route
     }
 
@@ -180,108 +167,24 @@ public final class SheetService: HTTPResponder {
     // MARK: Routing
 
     /// HEAD is answered as GET; libmicrohttpd leaves out the body.
-    private func effectiveMethod(_ head: HTTPRequestHead) -> String {
+    func effectiveMethod(_ head: HTTPRequestHead) -> String {
         head.method == .head ? "GET" : head.method.rawValue
     }
 
     func methodNotAllowed(_ route: Route, method: String) -> APIError {
-        var error = APIError(.methodNotAllowed, "\(method) is not allowed on \(route.template); allowed: \(route.allowedMethods.joined(separator: ", ")).")
-        error.allowed = route.allowedMethods
+        let entry = route.entry
+        var error = APIError(.methodNotAllowed, "\(method) is not allowed on \(entry.template); allowed: \(entry.allowedMethods.joined(separator: ", ")).")
+        error.allowed = entry.allowedMethods
         return error
     }
 
-    private func handle(_ route: Route, method: String, request: HTTPRequest, requestID: String) async throws(APIError) -> HTTPResponse {
-        switch (route, method) {
-        case (.health, _):
-            return json(200, Array(#"{"status":"ok"}"#.utf8), requestID: requestID)
-        case (.openAPI, _):
-            var headers = HTTPHeaders()
-            headers.add("Content-Type", "application/yaml")
-            headers.add("X-Request-Id", requestID)
-            return HTTPResponse(status: 200, headers: headers, body: .bytes(OpenAPIDocument.bytes))
-        case (.metrics, _):
-            let text = await observer.exposition(store: store)
-            var headers = HTTPHeaders()
-            headers.add("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            headers.add("X-Request-Id", requestID)
-            return HTTPResponse(status: 200, headers: headers, body: .bytes(text))
-        case (.sessions, "POST"):
-            return try await createSession(request, requestID: requestID)
-        case (.sessions, _):
-            return try await listSessions(request.head, requestID: requestID)
-        case (.session(let text), "GET"):
-            let id = try sessionID(text)
-            let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id) }
-            return sessionAnswer(snapshot, requestID: requestID)
-        case (.session(let text), _):
-            let id = try sessionID(text)
-            let ifMatch = try await precondition(request.head, session: id)
-            try await storeCall { () async throws(StoreError) in try await store.delete(id, ifMatch: ifMatch) }
-            var headers = HTTPHeaders()
-            headers.add("X-Request-Id", requestID)
-            return HTTPResponse(status: 204, headers: headers)
-        case (.action, _):
-            // `plan` answers every action itself and never sends one here; should that change,
-            // `respond(to:)` is still the right answer.
-            return await respond(to: request)
-        case (.events(let text), _):
-            return try await events(of: text, head: request.head, requestID: requestID)
+    private func handle(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        // `route(of:)` let only the route's own methods through; `plan` answers every action
+        // itself and never sends one here, but should that change, `respond(to:)` is right.
+        guard let handler = request.route.entry.handler(for: effectiveMethod(request.head)) else {
+            return await respond(to: request.request)
         }
-    }
-
-    // MARK: Sessions
-
-    private func createSession(_ request: HTTPRequest, requestID: String) async throws(APIError) -> HTTPResponse {
-        let configuration = try RequestBodies.configuration(request.body)
-        guard let key = try idempotencyKey(request.head) else {
-            let snapshot = try await storeCall { () async throws(StoreError) in try await store.create(configuration) }
-            observer.metrics.recordCreated()
-            return created(snapshot, requestID: requestID)
-        }
-        let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.body)
-        let answer = try await storeCall { () async throws(StoreError) in
-            try await store.create(configuration, idempotency: idempotency) { result in
-                switch result {
-                case .success(let snapshot):
-                    self.observer.metrics.recordCreated()
-                    return Self.stored(self.created(snapshot, requestID: requestID))
-                case .failure(let error): return Self.stored(self.errorResponse(APIError(error), requestID: requestID))
-                }
-            }
-        }
-        return replayable(answer, requestID: requestID)
-    }
-
-    private func created(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
-        var response = sessionResponse(201, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
-        response.headers.add("Location", "/sessions/\(snapshot.id)")
-        return response
-    }
-
-    private func listSessions(_ head: HTTPRequestHead, requestID: String) async throws(APIError) -> HTTPResponse {
-        var phase: Phase?
-        if let text = head.queryValue("phase") {
-            guard let value = Phase(rawValue: text) else {
-                throw APIError.invalidField("phase", "\"phase\" must be one of \"presented\", \"confirming\", \"dismissed\", not \"\(text)\".")
-            }
-            phase = value
-        }
-        var limit = 100
-        if let text = head.queryValue("limit") {
-            guard let value = Int(text), (1...1000).contains(value), text.allSatisfy(\.isASCII) else {
-                throw APIError.invalidField("limit", "\"limit\" must be a whole number from 1 to 1000, not \"\(text)\".")
-            }
-            limit = value
-        }
-        var after: UInt64 = 0
-        if let text = head.queryValue("after") {
-            guard let value = ListCursor.decode(text) else {
-                throw APIError.invalidField("after", "\"after\" must be a cursor from a previous page's \"next\".")
-            }
-            after = value
-        }
-        let page = await store.list(phase: phase, after: after, limit: limit)
-        return json(200, Rendering.listBody(page, cursor: ListCursor.encode), requestID: requestID)
+        return try await handler.respond(self)(request)
     }
 
     // MARK: Actions
@@ -306,9 +209,11 @@ public final class SheetService: HTTPResponder {
     }
 
     @inline(never)
-    private func actionRequest(_ kind: Route.Action, _ request: HTTPRequest) throws(APIError) -> ActionRequest {
+    private func actionRequest(
+        _ decode: @Sendable ([UInt8]) throws(APIError) -> SheetAction, _ request: HTTPRequest
+    ) throws(APIError) -> ActionRequest {
         ActionRequest(
-            action: try Self.decode(kind, request.body),
+            action: try decode(request.body),
             ifMatch: try Self.ifMatch(request.head),
             idempotencyKey: try idempotencyKey(request.head))
     }
@@ -339,47 +244,6 @@ public final class SheetService: HTTPResponder {
         } catch {
             return errorResponse(APIError(error), requestID: requestID)
         }
-    }
-
-    private static func decode(_ kind: Route.Action, _ body: [UInt8]) throws(APIError) -> SheetAction {
-        switch kind {
-        case .drag: try RequestBodies.drag(body)
-        case .confirm: try RequestBodies.confirm(body)
-        case .dismiss: try RequestBodies.dismiss(body)
-        case .present: try RequestBodies.present(body)
-        }
-    }
-
-    // MARK: Events
-
-    private func events(of text: Substring, head: HTTPRequestHead, requestID: String) async throws(APIError) -> HTTPResponse {
-        let id = try sessionID(text)
-        if let accept = head.headers["Accept"], accept.contains("text/event-stream") {
-            return try await EventStream.open(service: self, session: id, head: head, requestID: requestID)
-        }
-        let after = try Self.wholeNumber(head.queryValue("after"), field: "after") ?? 0
-        var wait = 0.0
-        if let text = head.queryValue("wait") {
-            guard let value = Double(text), value.isFinite, value >= 0, value <= configuration.maximumWait,
-                  text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") })
-            else {
-                throw APIError.invalidField("wait", "\"wait\" must be a number of seconds from 0 to \(Int(configuration.maximumWait)), not \"\(text)\".")
-            }
-            wait = value
-        }
-        let page: EventsPage
-        if wait > 0 {
-            let outcome = try await storeCall { () async throws(StoreError) in
-                try await store.waitForEvents(of: id, after: after, timeout: .milliseconds(Int64(wait * 1000)))
-            }
-            switch outcome {
-            case .events(let events): page = events
-            case .timedOut(let version): page = EventsPage(events: [], version: version)
-            }
-        } else {
-            page = try await storeCall { () async throws(StoreError) in try await store.events(of: id, after: after) }
-        }
-        return json(200, Rendering.eventsBody(page), requestID: requestID)
     }
 
     /// A resume point: digits only, no sign, within 64 bits.

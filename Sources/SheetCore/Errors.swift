@@ -57,12 +57,13 @@ public struct ConfigurationError: Error, Hashable, Sendable {
 
 /// Why `Sheet.apply` refused an action. Every case leaves the sheet unchanged.
 public struct SheetError: Error, Hashable, Sendable {
-    public enum Code: String, Sendable {
+    public enum Code: String, Sendable, CaseIterable {
         case confirmationPending = "confirmation_pending"
         case sheetDismissed = "sheet_dismissed"
         case noPendingConfirmation = "no_pending_confirmation"
         case sheetPresented = "sheet_presented"
-        /// The drag target names a detent the session was not configured with (a 400, not a 409).
+        /// The drag target names a detent the session was not configured with: an error in the
+        /// request's body, where the others are conflicts with the sheet's phase.
         case unknownDetent = "unknown_detent"
     }
 
@@ -75,7 +76,4 @@ public struct SheetError: Error, Hashable, Sendable {
         self.message = message
         self.field = field
     }
-
-    /// The HTTP status the API answers this error with: body errors before phase conflicts.
-    public var httpStatus: Int { code == .unknownDetent ? 400 : 409 }
 }

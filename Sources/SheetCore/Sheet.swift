@@ -61,11 +61,7 @@ public struct Sheet: Hashable, Sendable, Codable {
             case .closed:
                 landing = .closed
             case .detent(let d):
-                guard let i = configuration.index(of: d) else {
-                    throw SheetError(code: .unknownDetent,
-                                     message: "\(d) is not one of this sheet's detents (\(configuration.detents.map(\.description).joined(separator: ", ")))",
-                                     field: "to")
-                }
+                guard let i = configuration.index(of: d) else { throw unknownDetent(d) }
                 landing = .detent(i)
             }
             try requireDragAllowed()
@@ -107,6 +103,22 @@ public struct Sheet: Hashable, Sendable, Codable {
             presentation += 1
             return record(.presented(detent: detent, presentation: presentation), now: now)
         }
+    }
+
+    /// What is wrong with the action's own values whatever the sheet's phase and version (a drag
+    /// to a detent this sheet was not configured with), or nil. `apply` throws the same error; a
+    /// store checks it before a version precondition, which it outranks.
+    public func requestError(in action: SheetAction) -> SheetError? {
+        switch action {
+        case .drag(.detent(let d)) where configuration.index(of: d) == nil: unknownDetent(d)
+        case .drag, .gesture, .confirm, .dismiss, .present: nil
+        }
+    }
+
+    private func unknownDetent(_ d: Detent) -> SheetError {
+        SheetError(code: .unknownDetent,
+                   message: "\(d) is not one of this sheet's detents (\(configuration.detents.map(\.description).joined(separator: ", ")))",
+                   field: "to")
     }
 
     /// Events with seq > after, or `.expired` when some of them were already dropped.

@@ -6,27 +6,12 @@ extension SheetEvent {
         var out = "{\"seq\":"
         out += String(seq)
         out += ",\"type\":"
-        Self.appendString(kind.type, to: &out)
+        Self.appendString(kind.type.rawValue, to: &out)
         out += ",\"at\":"
         Self.appendString(at.rfc3339, to: &out)
-        switch kind {
-        case let .presented(detent, presentation):
-            Self.appendMember("detent", detent.description, to: &out)
-            out += ",\"presentation\":"
-            out += String(presentation)
-        case let .detentChanged(from, to):
-            Self.appendMember("from", from.description, to: &out)
-            Self.appendMember("to", to.description, to: &out)
-        case let .intercepted(attempted, restoredTo):
-            Self.appendMember("attempted", attempted.description, to: &out)
-            Self.appendMember("restoredTo", restoredTo.description, to: &out)
-        case let .confirmationCancelled(detent):
-            Self.appendMember("detent", detent.description, to: &out)
-        case let .dismissBlocked(attempted):
-            Self.appendMember("attempted", attempted.description, to: &out)
-        case let .dismissed(reason):
-            Self.appendMember("reason", reason.rawValue, to: &out)
-        }
+        var members = Members(out: out)
+        kind.writeMembers(to: &members)
+        out = members.out
         if let gesture {
             out += ",\"gesture\":{\"releasedHeight\":"
             out += Self.number(gesture.releasedHeight)
@@ -37,6 +22,21 @@ extension SheetEvent {
         }
         out += "}"
         return out
+    }
+
+    private struct Members: SheetEventMemberWriter {
+        var out: String
+
+        mutating func member(_ key: StaticString, string: String) {
+            SheetEvent.appendMember(key.description, string, to: &out)
+        }
+
+        mutating func member(_ key: StaticString, integer: Int) {
+            out += ",\""
+            out += key.description
+            out += "\":"
+            out += String(integer)
+        }
     }
 
     private static func appendMember(_ key: String, _ value: String, to out: inout String) {

@@ -1,6 +1,12 @@
 /// One recorded change. The log of these is what lets a presenter that listens late still see
 /// everything that happened (seed 003's "delegate set too late" cannot happen).
 public struct SheetEvent: Hashable, Sendable, Codable {
+    /// The kinds of event without their values; the raw value is the JSON `type`. Everything that
+    /// lists event types (decoding, metric labels) lists these cases.
+    public enum EventType: String, Hashable, Sendable, CaseIterable {
+        case presented, detentChanged, intercepted, confirmationCancelled, dismissBlocked, dismissed
+    }
+
     public enum Kind: Hashable, Sendable {
         case presented(detent: Detent, presentation: Int)
         case detentChanged(from: Detent, to: Detent)
@@ -9,15 +15,15 @@ public struct SheetEvent: Hashable, Sendable, Codable {
         case dismissBlocked(attempted: DragTarget)
         case dismissed(reason: DismissReason)
 
-        /// The JSON `type`.
-        public var type: String {
+        /// What kind of event this is (the JSON `type`).
+        public var type: EventType {
             switch self {
-            case .presented: "presented"
-            case .detentChanged: "detentChanged"
-            case .intercepted: "intercepted"
-            case .confirmationCancelled: "confirmationCancelled"
-            case .dismissBlocked: "dismissBlocked"
-            case .dismissed: "dismissed"
+            case .presented: .presented
+            case .detentChanged: .detentChanged
+            case .intercepted: .intercepted
+            case .confirmationCancelled: .confirmationCancelled
+            case .dismissBlocked: .dismissBlocked
+            case .dismissed: .dismissed
             }
         }
     }
@@ -67,26 +73,39 @@ public struct SheetEvent: Hashable, Sendable, Codable {
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(seq, forKey: .seq)
-        try c.encode(kind.type, forKey: .type)
+        try c.encode(kind.type.rawValue, forKey: .type)
         try c.encode(at, forKey: .at)
-        switch kind {
-        case let .presented(detent, presentation):
-            try c.encode(detent, forKey: .detent)
-            try c.encode(presentation, forKey: .presentation)
-        case let .detentChanged(from, to):
-            try c.encode(from, forKey: .from)
-            try c.encode(to, forKey: .to)
-        case let .intercepted(attempted, restoredTo):
-            try c.encode(attempted, forKey: .attempted)
-            try c.encode(restoredTo, forKey: .restoredTo)
-        case let .confirmationCancelled(detent):
-            try c.encode(detent, forKey: .detent)
-        case let .dismissBlocked(attempted):
-            try c.encode(attempted, forKey: .attempted)
-        case let .dismissed(reason):
-            try c.encode(reason, forKey: .reason)
-        }
+        var members = CodableMembers(container: c)
+        kind.writeMembers(to: &members)
+        if let failure = members.failure { throw failure }
+        c = members.container
         try c.encodeIfPresent(gesture, forKey: .gesture)
+    }
+
+    /// Encodes a kind's members into the keyed container, keeping the first error.
+    private struct CodableMembers: SheetEventMemberWriter {
+        var container: KeyedEncodingContainer<CodingKeys>
+        var failure: (any Error)?
+
+        mutating func member(_ key: StaticString, string: String) {
+            encode(string, key)
+        }
+
+        mutating func member(_ key: StaticString, integer: Int) {
+            encode(integer, key)
+        }
+
+        private mutating func encode(_ value: some Encodable, _ key: StaticString) {
+            guard failure == nil else { return }
+            do {
+                guard let codingKey = CodingKeys(stringValue: key.description) else {
+                    preconditionFailure("event member \(key) is missing from SheetEvent.CodingKeys")
+                }
+                try container.encode(value, forKey: codingKey)
+            } catch {
+                failure = error
+            }
+        }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -94,26 +113,26 @@ public struct SheetEvent: Hashable, Sendable, Codable {
         seq = try c.decode(UInt64.self, forKey: .seq)
         at = try c.decode(Timestamp.self, forKey: .at)
         gestureBox = try c.decodeIfPresent(GestureResolution.self, forKey: .gesture).map(GestureBox.init)
-        let type = try c.decode(String.self, forKey: .type)
+        let name = try c.decode(String.self, forKey: .type)
+        guard let type = EventType(rawValue: name) else {
+            throw DecodingError.dataCorruptedError(forKey: .type, in: c, debugDescription: "unknown event type \"\(name)\"")
+        }
         switch type {
-        case "presented":
+        case .presented:
             kind = .presented(detent: try c.decode(Detent.self, forKey: .detent),
                               presentation: try c.decode(Int.self, forKey: .presentation))
-        case "detentChanged":
+        case .detentChanged:
             kind = .detentChanged(from: try c.decode(Detent.self, forKey: .from),
                                   to: try c.decode(Detent.self, forKey: .to))
-        case "intercepted":
+        case .intercepted:
             kind = .intercepted(attempted: try c.decode(DragTarget.self, forKey: .attempted),
                                 restoredTo: try c.decode(Detent.self, forKey: .restoredTo))
-        case "confirmationCancelled":
+        case .confirmationCancelled:
             kind = .confirmationCancelled(detent: try c.decode(Detent.self, forKey: .detent))
-        case "dismissBlocked":
+        case .dismissBlocked:
             kind = .dismissBlocked(attempted: try c.decode(DragTarget.self, forKey: .attempted))
-        case "dismissed":
+        case .dismissed:
             kind = .dismissed(reason: try c.decode(DismissReason.self, forKey: .reason))
-        default:
-            throw DecodingError.dataCorruptedError(forKey: .type, in: c,
-                                                   debugDescription: "unknown event type \"\(type)\"")
         }
     }
 }

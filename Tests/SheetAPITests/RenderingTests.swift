@@ -135,35 +135,100 @@ struct MetricsLabelTests {
                       "/sessions/x/present", "/sessions/x/events", "/healthz", "/metrics", "/openapi.yaml"])
     func routeIndexMatchesTemplate(_ path: String) throws {
         let route = try #require(Route(path: path))
-        #expect(Metrics.routes[Metrics.routeIndex(route)] == route.template)
+        #expect(Metrics.routes[route.index] == route.template)
     }
 
-    @Test func unknownRoutesAreUnmatched() {
-        #expect(Metrics.routes[Metrics.routeIndex(nil)] == "unmatched")
-        #expect(Route(path: "/sessions/") == nil)
-        #expect(Route(path: "/sessions//drag") == nil)
-        #expect(Route(path: "/sessions/x/drag/more") == nil)
-        #expect(Route(path: "/sessions/x/") == nil)
+    @Test func everyRouteHasItsLabelAndUnmatchedIsLast() {
+        #expect(Metrics.routes == RouteTable.entries.map(\.template) + ["unmatched"])
+        #expect(Set(Metrics.routes).count == Metrics.routes.count, "two routes share a template")
+    }
+
+    @Test func everyErrorStatusIsCountedAsItself() {
+        for code in APIError.Code.allCases {
+            #expect(Metrics.statuses.dropLast().contains(code.status), "\(code) answers \(code.status), counted as other")
+        }
+        #expect(Metrics.statuses.last == 0)
+    }
+
+    @Test func everyRoutedMethodIsCountedAsItself() {
+        for entry in RouteTable.entries {
+            for method in entry.allowedMethods {
+                #expect(Metrics.methods[Metrics.methodIndex(method)] == method)
+            }
+        }
+        #expect(Metrics.methods[Metrics.methodIndex("PATCH")] == "OTHER")
     }
 }
 
 @Suite("Route parsing")
 struct RouteParsingTests {
     @Test(arguments: [
-        ("/sessions", Route.sessions), ("/healthz", .health), ("/metrics", .metrics), ("/openapi.yaml", .openAPI),
-        ("/sessions/abc", .session("abc")), ("/sessions/abc/events", .events("abc")),
-        ("/sessions/abc/drag", .action("abc", .drag)), ("/sessions/abc/confirm", .action("abc", .confirm)),
-        ("/sessions/abc/dismiss", .action("abc", .dismiss)), ("/sessions/abc/present", .action("abc", .present)),
-        ("/sessions/ünï/drag", .action("ünï", .drag)),
+        ("/sessions", "/sessions", ""), ("/healthz", "/healthz", ""), ("/metrics", "/metrics", ""),
+        ("/openapi.yaml", "/openapi.yaml", ""),
+        ("/sessions/abc", "/sessions/{id}", "abc"), ("/sessions/abc/events", "/sessions/{id}/events", "abc"),
+        ("/sessions/abc/drag", "/sessions/{id}/drag", "abc"), ("/sessions/abc/confirm", "/sessions/{id}/confirm", "abc"),
+        ("/sessions/abc/dismiss", "/sessions/{id}/dismiss", "abc"), ("/sessions/abc/present", "/sessions/{id}/present", "abc"),
+        ("/sessions/ünï/drag", "/sessions/{id}/drag", "ünï"),
     ])
-    func knownPaths(_ path: String, _ route: Route) {
-        #expect(Route(path: path) == route)
+    func knownPaths(_ path: String, _ template: String, _ id: String) throws {
+        let route = try #require(Route(path: path))
+        #expect(route.template == template)
+        #expect(route.id == id)
     }
 
     @Test(arguments: ["", "/", "/session", "/sessionsx", "/sessions/", "/healthz/", "/metricsx", "/openapi.yml",
-                      "/sessions/abc/Drag", "/sessions/abc/dra", "/sessions/abc/drags", "/x/sessions/abc"])
+                      "/sessions/abc/Drag", "/sessions/abc/dra", "/sessions/abc/drags", "/x/sessions/abc",
+                      "/sessions//drag", "/sessions/x/drag/more", "/sessions/x/", "/sessions/x//"])
     func unknownPaths(_ path: String) {
         #expect(Route(path: path) == nil)
+    }
+
+    @Test func everyTemplateMatchesItselfAndIsDeclaredOnce() throws {
+        for (index, entry) in RouteTable.entries.enumerated() {
+            let path = entry.template.replacingOccurrences(of: "{id}", with: "some-id")
+            #expect(try #require(Route(path: path)).index == index, "\(entry.template) is shadowed by an earlier entry")
+            #expect(!entry.allowedMethods.isEmpty)
+        }
+    }
+}
+
+@Suite("Route table and openapi.yaml")
+struct RouteTableDocumentTests {
+    /// Paths and their methods as openapi.yaml declares them (two-space path keys, four-space methods).
+    static func documentedRoutes() -> [String: Set<String>] {
+        var routes: [String: Set<String>] = [:]
+        var path: String?
+        let methods: Set<String> = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
+        for line in String(decoding: OpenAPIDocument.bytes, as: UTF8.self).split(separator: "\n") {
+            if line.hasPrefix("  /"), line.hasSuffix(":"), !line.hasPrefix("   ") {
+                path = String(line.dropFirst(2).dropLast())
+                routes[path!] = []
+            } else if !line.hasPrefix(" "), !line.isEmpty {
+                path = nil
+            } else if let current = path, line.hasPrefix("    "), !line.hasPrefix("     "), line.hasSuffix(":"),
+                      methods.contains(String(line.dropFirst(4).dropLast())) {
+                routes[current]!.insert(line.dropFirst(4).dropLast().uppercased())
+            }
+        }
+        return routes
+    }
+
+    @Test func theDocumentDescribesExactlyTheTable() {
+        var table: [String: Set<String>] = [:]
+        for entry in RouteTable.entries { table[entry.template] = Set(entry.allowedMethods) }
+        #expect(Self.documentedRoutes() == table)
+    }
+}
+
+@Suite("Error statuses")
+struct ErrorStatusTests {
+    /// A body error (an unknown detent) is a 400; every other refusal of `Sheet.apply` is a
+    /// conflict with the sheet's phase.
+    @Test(arguments: SheetError.Code.allCases)
+    func sheetErrorsMapToTheirStatus(_ code: SheetError.Code) {
+        let error = APIError(SheetError(code: code, message: "m"))
+        #expect(error.code.rawValue == code.rawValue)
+        #expect(error.code.status == (code == .unknownDetent ? 400 : 409))
     }
 }
 

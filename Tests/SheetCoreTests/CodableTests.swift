@@ -106,7 +106,7 @@ func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
     @Test(arguments: eventRows)
     func eventsAreFlat(kind: SheetEvent.Kind, fields: String) throws {
         let event = SheetEvent(seq: 3, at: t0, kind: kind)
-        let expected = try parse(#"{"seq":3,"type":"\#(kind.type)","at":"2025-11-29T13:28:51.123Z",\#(fields)}"#)
+        let expected = try parse(#"{"seq":3,"type":"\#(kind.type.rawValue)","at":"2025-11-29T13:28:51.123Z",\#(fields)}"#)
         #expect(try parsed(event) == expected)
         #expect(try !encoded(event).contains("gesture"))
         #expect(try decode(SheetEvent.self, try encoded(event)) == event)

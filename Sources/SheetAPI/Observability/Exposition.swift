@@ -41,17 +41,17 @@ extension ServiceObserver {
         }
         out.family("sheetd_events_total", "counter", "Events recorded, by type.")
         for (index, type) in Metrics.eventTypes.enumerated() {
-            out.sample("sheetd_events_total", [("type", type)], Double(m.events[index].current))
+            out.sample("sheetd_events_total", [("type", type.rawValue)], Double(m.events[index].current))
         }
         out.family("sheetd_dismissals_total", "counter", "Sheets dismissed, by reason.")
-        for (index, reason) in DismissReason.allCases.enumerated() {
+        for (index, reason) in Metrics.dismissReasons.enumerated() {
             out.sample("sheetd_dismissals_total", [("reason", reason.rawValue)], Double(m.dismissals[index].current))
         }
         out.family("sheetd_interceptions_total", "counter", "Dismissal attempts intercepted, by what the user dragged to.")
         out.sample("sheetd_interceptions_total", [("attempted", "threshold")], Double(m.interceptions[0].current))
         out.sample("sheetd_interceptions_total", [("attempted", "closed")], Double(m.interceptions[1].current))
         out.family("sheetd_confirmations_total", "counter", "Answers to the Discard changes question, by action.")
-        for (index, action) in ConfirmAction.allCases.enumerated() {
+        for (index, action) in Metrics.confirmActions.enumerated() {
             out.sample("sheetd_confirmations_total", [("action", action.rawValue)], Double(m.confirmations[index].current))
         }
         out.family("sheetd_gesture_targets_total", "counter", "Where released gestures settled: a detent, or closed.")

@@ -11,13 +11,14 @@ final class CounterCell: Sendable {
 
 /// The service's Prometheus counters and histograms (text format 0.0.4).
 final class Metrics: Sendable {
-    static let routes = [
-        "/sessions", "/sessions/{id}", "/sessions/{id}/drag", "/sessions/{id}/confirm",
-        "/sessions/{id}/dismiss", "/sessions/{id}/present", "/sessions/{id}/events",
-        "/healthz", "/metrics", "/openapi.yaml", "unmatched",
-    ]
-    static let methods = ["GET", "POST", "DELETE", "HEAD", "OTHER"]
-    static let statuses = [200, 201, 204, 400, 404, 405, 409, 410, 412, 413, 422, 431, 500, 503, 0]
+    // The label sets come from what they count: routes from `RouteTable` (a path that matches
+    // none is "unmatched", at the end), methods from the table too, error statuses from
+    // `APIError.Code`, event types and reasons from their enums.
+    static let routes = RouteTable.entries.map(\.template) + ["unmatched"]
+    /// HEAD is answered as GET but counted as itself; "OTHER" is every method no route answers.
+    static let methods = RouteTable.methods + ["HEAD", "OTHER"]
+    /// Success statuses, every status an error code maps to, 500; 0 (the last) is any other.
+    static let statuses = [200, 201, 204] + Set(APIError.Code.allCases.map(\.status)).sorted() + [500, 0]
     /// Upper bounds in seconds: from 50 µs (a cached answer) to 30 s (the longest long-poll).
     static let buckets: [Double] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1, 5, 30]
 
@@ -31,7 +32,9 @@ final class Metrics: Sendable {
     let confirmations: [CounterCell]     // by ConfirmAction
     let gestureTargets: [CounterCell]    // detent, closed
 
-    static let eventTypes = ["presented", "detentChanged", "intercepted", "confirmationCancelled", "dismissBlocked", "dismissed"]
+    static let eventTypes = SheetEvent.EventType.allCases
+    static let dismissReasons = DismissReason.allCases
+    static let confirmActions = ConfirmAction.allCases
 
     init() {
         func cells(_ count: Int) -> [CounterCell] { (0..<count).map { _ in CounterCell() } }
@@ -40,44 +43,18 @@ final class Metrics: Sendable {
         durationSumMicros = cells(Self.routes.count)
         durationCount = cells(Self.routes.count)
         events = cells(Self.eventTypes.count)
-        dismissals = cells(DismissReason.allCases.count)
+        dismissals = cells(Self.dismissReasons.count)
         interceptions = cells(2)
-        confirmations = cells(ConfirmAction.allCases.count)
+        confirmations = cells(Self.confirmActions.count)
         gestureTargets = cells(2)
     }
 
-    /// Where each route's counters are: `routes` in the order of `Route.template`'s cases.
-    static func routeIndex(_ route: Route?) -> Int {
-        switch route {
-        case .sessions?: 0
-        case .session?: 1
-        case .action(_, let action)?:
-            switch action {
-            case .drag: 2
-            case .confirm: 3
-            case .dismiss: 4
-            case .present: 5
-            }
-        case .events?: 6
-        case .health?: 7
-        case .metrics?: 8
-        case .openAPI?: 9
-        case nil: 10
-        }
-    }
-
     static func methodIndex(_ method: String) -> Int {
-        switch method {
-        case "GET": 0
-        case "POST": 1
-        case "DELETE": 2
-        case "HEAD": 3
-        default: 4
-        }
+        methods.firstIndex(of: method) ?? methods.count - 1
     }
 
     func recordRequest(route: Route?, method: String, status: Int, seconds: Double) {
-        let routeIndex = Self.routeIndex(route)
+        let routeIndex = route?.index ?? Self.routes.count - 1
         let methodIndex = Self.methodIndex(method)
         let statusIndex = Self.statuses.firstIndex(of: status) ?? Self.statuses.count - 1
         requests[(routeIndex * Self.methods.count + methodIndex) * Self.statuses.count + statusIndex].add()
@@ -90,10 +67,10 @@ final class Metrics: Sendable {
     /// Counts what one applied action did (never called for a replay, which applies nothing).
     func recordOutcome(_ action: SheetAction, _ outcome: SheetOutcome) {
         for event in outcome.events {
-            if let index = Self.eventTypes.firstIndex(of: event.kind.type) { events[index].add() }
+            events[Self.eventTypes.firstIndex(of: event.kind.type)!].add()
             switch event.kind {
             case .dismissed(let reason):
-                dismissals[DismissReason.allCases.firstIndex(of: reason)!].add()
+                dismissals[Self.dismissReasons.firstIndex(of: reason)!].add()
             case .intercepted(let attempted, _):
                 interceptions[attempted == .closed ? 1 : 0].add()
             default:
@@ -101,12 +78,13 @@ final class Metrics: Sendable {
             }
         }
         if case .confirm(let choice) = action {
-            confirmations[ConfirmAction.allCases.firstIndex(of: choice)!].add()
+            confirmations[Self.confirmActions.firstIndex(of: choice)!].add()
         }
         if let gesture = outcome.gesture {
             gestureTargets[gesture.target == .closed ? 1 : 0].add()
         }
     }
 
-    func recordCreated() { events[0].add() }
+    /// A created session's `presented` event.
+    func recordCreated() { events[Self.eventTypes.firstIndex(of: .presented)!].add() }
 }

@@ -1,0 +1,42 @@
+import SheetCore
+
+/// Every route sheetd serves, each declared once: its path template (also its label in metrics
+/// and logs), its methods, and what answers each. Routing, 405's `Allow`, the metric label set
+/// and the fuzzers' body decoders all read this table.
+///
+/// A new action is one `.action` entry here with its body decoder (`RequestBodies`); a new
+/// route of another kind is one `.handlers` entry and its handler, a `SheetService` method.
+enum RouteTable {
+    static let entries: [RouteEntry] = [
+        // Actions first: a drag, the commonest request, matches on the first template tried.
+        .action("/sessions/{id}/drag", decode: RequestBodies.drag),
+        .action("/sessions/{id}/confirm", decode: RequestBodies.confirm),
+        .action("/sessions/{id}/dismiss", decode: RequestBodies.dismiss),
+        .action("/sessions/{id}/present", decode: RequestBodies.present),
+        .handlers("/sessions", .get(SheetService.listSessions), .post(SheetService.createSession)),
+        .handlers("/sessions/{id}",
+                  .get(SheetService.getSession, inPlace: SheetService.getSessionInPlace),
+                  .delete(SheetService.deleteSession)),
+        .handlers("/sessions/{id}/events", .get(SheetService.events)),
+        .handlers("/healthz", .get(SheetService.health)),
+        .handlers("/metrics", .get(SheetService.metrics)),
+        .handlers("/openapi.yaml", .get(SheetService.openAPI)),
+    ]
+
+    /// Each action route's body decoder, for the fuzzers.
+    static var actionDecoders: [@Sendable ([UInt8]) throws(APIError) -> SheetAction] {
+        entries.compactMap { entry in
+            guard case .action(let decode) = entry.answer else { return nil }
+            return decode
+        }
+    }
+
+    /// Every method some route answers, in the order the table first names them.
+    static var methods: [String] {
+        var methods: [String] = []
+        for entry in entries {
+            for method in entry.allowedMethods where !methods.contains(method) { methods.append(method) }
+        }
+        return methods
+    }
+}

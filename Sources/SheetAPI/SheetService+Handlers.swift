@@ -1,0 +1,151 @@
+import HTTPServer
+import SessionStore
+import SheetCore
+
+/// The handlers `RouteTable` names for every route but actions: one method per route and method.
+extension SheetService {
+    // MARK: Service
+
+    func health(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        json(200, Array(#"{"status":"ok"}"#.utf8), requestID: request.requestID)
+    }
+
+    func openAPI(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/yaml")
+        headers.add("X-Request-Id", request.requestID)
+        return HTTPResponse(status: 200, headers: headers, body: .bytes(OpenAPIDocument.bytes))
+    }
+
+    func metrics(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        let text = await observer.exposition(store: store)
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        headers.add("X-Request-Id", request.requestID)
+        return HTTPResponse(status: 200, headers: headers, body: .bytes(text))
+    }
+
+    // MARK: Sessions
+
+    func createSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        let requestID = request.requestID
+        let configuration = try RequestBodies.configuration(request.request.body)
+        guard let key = try idempotencyKey(request.head) else {
+            let snapshot = try await storeCall { () async throws(StoreError) in try await store.create(configuration) }
+            observer.metrics.recordCreated()
+            return created(snapshot, requestID: requestID)
+        }
+        let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.request.body)
+        let answer = try await storeCall { () async throws(StoreError) in
+            try await store.create(configuration, idempotency: idempotency) { result in
+                switch result {
+                case .success(let snapshot):
+                    self.observer.metrics.recordCreated()
+                    return Self.stored(self.created(snapshot, requestID: requestID))
+                case .failure(let error): return Self.stored(self.errorResponse(APIError(error), requestID: requestID))
+                }
+            }
+        }
+        return replayable(answer, requestID: requestID)
+    }
+
+    private func created(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
+        var response = sessionResponse(201, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
+        response.headers.add("Location", "/sessions/\(snapshot.id)")
+        return response
+    }
+
+    func listSessions(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        let head = request.head
+        var phase: Phase?
+        if let text = head.queryValue("phase") {
+            guard let value = Phase(rawValue: text) else {
+                let options = Phase.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+                throw APIError.invalidField("phase", "\"phase\" must be one of \(options), not \"\(text)\".")
+            }
+            phase = value
+        }
+        var limit = 100
+        if let text = head.queryValue("limit") {
+            guard let value = Int(text), (1...1000).contains(value), text.allSatisfy(\.isASCII) else {
+                throw APIError.invalidField("limit", "\"limit\" must be a whole number from 1 to 1000, not \"\(text)\".")
+            }
+            limit = value
+        }
+        var after: UInt64 = 0
+        if let text = head.queryValue("after") {
+            guard let value = ListCursor.decode(text) else {
+                throw APIError.invalidField("after", "\"after\" must be a cursor from a previous page's \"next\".")
+            }
+            after = value
+        }
+        let page = await store.list(phase: phase, after: after, limit: limit)
+        return json(200, Rendering.listBody(page, cursor: ListCursor.encode), requestID: request.requestID)
+    }
+
+    func getSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        let id = try sessionID(request.route.id)
+        let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+        return sessionAnswer(snapshot, requestID: request.requestID)
+    }
+
+    /// A session's GET answered on the calling thread when its shard is idle.
+    func getSessionInPlace(_ request: HTTPRequest, _ route: Route) -> HTTPResponse? {
+        // An id that cannot exist is refused by `getSession`, as every other route error.
+        guard let id = SessionID(route.id), let read = store.sessionInPlace(id) else { return nil }
+        let requestID = requestIDs.id(for: request.head)
+        switch read {
+        case .success(let snapshot):
+            return sessionAnswer(snapshot, requestID: requestID)
+        case .failure(let error):
+            return errorResponse(APIError(error), requestID: requestID)
+        }
+    }
+
+    private func sessionAnswer(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
+        sessionResponse(200, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
+    }
+
+    func deleteSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        let id = try sessionID(request.route.id)
+        let ifMatch = try await precondition(request.head, session: id)
+        try await storeCall { () async throws(StoreError) in try await store.delete(id, ifMatch: ifMatch) }
+        var headers = HTTPHeaders()
+        headers.add("X-Request-Id", request.requestID)
+        return HTTPResponse(status: 204, headers: headers)
+    }
+
+    // MARK: Events
+
+    func events(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
+        let head = request.head
+        let requestID = request.requestID
+        let id = try sessionID(request.route.id)
+        if let accept = head.headers["Accept"], accept.contains("text/event-stream") {
+            return try await EventStream.open(service: self, session: id, head: head, requestID: requestID)
+        }
+        let after = try Self.wholeNumber(head.queryValue("after"), field: "after") ?? 0
+        var wait = 0.0
+        if let text = head.queryValue("wait") {
+            guard let value = Double(text), value.isFinite, value >= 0, value <= configuration.maximumWait,
+                  text.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") })
+            else {
+                throw APIError.invalidField("wait", "\"wait\" must be a number of seconds from 0 to \(Int(configuration.maximumWait)), not \"\(text)\".")
+            }
+            wait = value
+        }
+        let page: EventsPage
+        if wait > 0 {
+            let outcome = try await storeCall { () async throws(StoreError) in
+                try await store.waitForEvents(of: id, after: after, timeout: .milliseconds(Int64(wait * 1000)))
+            }
+            switch outcome {
+            case .events(let events): page = events
+            case .timedOut(let version): page = EventsPage(events: [], version: version)
+            }
+        } else {
+            page = try await storeCall { () async throws(StoreError) in try await store.events(of: id, after: after) }
+        }
+        return json(200, Rendering.eventsBody(page), requestID: requestID)
+    }
+}
