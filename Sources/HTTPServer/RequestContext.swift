@@ -120,8 +120,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
 
     /// Runs `body` (which starts the responder task with this context as its executor
     /// preference) with this thread marked as the one that may run the task's jobs inline.
-    /// The thread is marked for `InlineExecution` too, so that an idle shard's executor runs the
-    /// task's job right here when the task switches to it.
+    /// The thread is marked for `InlineExecution` too: a shard's executor never runs queued jobs
+    /// (another request's work) on it.
     func runInline(_ body: () -> Void) {
         inlineThread.store(UInt(pthread_self()), ordering: .relaxed)
         InlineExecution.run(body)

@@ -3,12 +3,9 @@ import Glibc
 #endif
 
 /// Marks the threads that are answering a request inline: a libmicrohttpd thread inside its
-/// access handler, running the request's task until it has to wait. An `InlineSerialExecutor`
-/// that is idle runs a job enqueued from such a thread right there, as the runtime does for a
-/// default actor that a task switches to, instead of handing it to another thread.
-///
-/// Only those threads: a job enqueued anywhere else may come from a continuation resumed under
-/// somebody's lock, and running it inside `enqueue` would run it under that lock.
+/// access handler, running the request's own task until it has to wait. Such a thread must run
+/// nothing but that request's work; `InlineSerialExecutor` checks, in debug builds, that it
+/// never drains queued jobs on one.
 package enum InlineExecution {
     /// A thread-specific slot: non-nil while the thread is inside `run`.
     private static let key: pthread_key_t = {

@@ -6,15 +6,20 @@ import Locking
 /// Why: a default actor can only be entered by a task, so answering one request on it costs a
 /// task and two executor switches even when nothing else wants the actor. With this executor an
 /// idle actor's synchronous work runs right on the calling thread (`runIfIdle`), and
-/// `assumeIsolated` holds there. Otherwise it keeps a default actor's rules: one job at a time,
-/// in the order enqueued; a job enqueued while the executor is idle from a thread answering a
-/// request inline (`InlineExecution`) runs on that thread at once; the thread that ran a job
-/// also runs whatever was enqueued meanwhile; anything else is drained on a Dispatch queue.
-/// Unlike a default actor it does not reorder by priority or escalate: jobs run in arrival order.
+/// `assumeIsolated` holds there.
+///
+/// That is the only work it runs in place. Jobs (a task switching to the actor) are always
+/// queued and drained on a Dispatch thread, one at a time in the order enqueued, and jobs
+/// enqueued while a `runIfIdle` body holds the executor are handed to such a drain when it
+/// ends. So a thread that answers a request runs nothing but that request's own work: no job of
+/// another request, and no job nested inside another executor's (which would leave that
+/// executor owned by the thread, answering `isIsolatingCurrentContext` for code that is not
+/// its own, and growing the stack with each hop). Unlike a default actor it does not reorder by
+/// priority or escalate: jobs run in arrival order.
 // @unchecked Sendable: every mutable field lives in `state`, touched only under its lock.
 package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
     private struct State {
-        /// The thread running this executor's work now (a job or a `runIfIdle` body), 0 if none.
+        /// The thread running this executor's work now (a drain or a `runIfIdle` body), 0 if none.
         var owner: UInt = 0
         /// Jobs waiting, oldest first from `head`.
         var queue: [UnownedJob] = []
@@ -23,6 +28,13 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
         var drainScheduled = false
 
         var isIdle: Bool { owner == 0 && !drainScheduled && head == queue.count }
+
+        /// Marks a drain scheduled if one is needed (jobs waiting, nobody to run them).
+        mutating func needsDrain() -> Bool {
+            guard owner == 0, !drainScheduled, head < queue.count else { return false }
+            drainScheduled = true
+            return true
+        }
 
         mutating func pop() -> UnownedJob? {
             guard head < queue.count else { return nil }
@@ -42,34 +54,16 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
 
     package func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let thread = InlineExecution.currentThread
-        let inline = InlineExecution.isActive
-        enum Next { case runHere, scheduleDrain, nothing }
-        let next: Next = state.withLock { s in
-            if inline && s.isIdle {
-                s.owner = thread
-                return .runHere
-            }
+        let drain = state.withLock { s in
             s.queue.append(job)
-            if s.owner == 0 && !s.drainScheduled {
-                s.drainScheduled = true
-                return .scheduleDrain
-            }
-            return .nothing   // the owner (or the scheduled drain) runs it
+            return s.needsDrain()   // otherwise the owner (or the scheduled drain) runs it
         }
-        switch next {
-        case .runHere:
-            job.runSynchronously(on: asUnownedSerialExecutor())
-            runPending()
-        case .scheduleDrain:
-            DispatchQueue.global().async { self.drain() }
-        case .nothing:
-            break
-        }
+        if drain { scheduleDrain() }
     }
 
     /// Runs `body` isolated to this executor on the calling thread if nothing else holds or
-    /// awaits it; nil (and `body` not run) otherwise. Jobs enqueued meanwhile run after it, here.
+    /// awaits it; nil (and `body` not run) otherwise. Jobs enqueued meanwhile are drained on
+    /// a Dispatch thread after it, not here.
     package func runIfIdle<Result>(_ body: () throws -> Result) rethrows -> Result? {
         let thread = InlineExecution.currentThread
         let entered = state.withLock { s in
@@ -78,7 +72,7 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
             return true
         }
         guard entered else { return nil }
-        defer { runPending() }
+        defer { giveUp() }
         return try body()
     }
 
@@ -92,20 +86,29 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
         precondition(isIsolatingCurrentContext() == true, "not on this InlineSerialExecutor")
     }
 
-    /// Scheduled on a Dispatch queue: becomes the owner unless a thread already is.
-    private func drain() {
-        let thread = InlineExecution.currentThread
-        let owns = state.withLock { s in
-            s.drainScheduled = false
-            guard s.owner == 0 else { return false }
-            s.owner = thread
-            return true
+    /// The end of a `runIfIdle` body: the executor is free, and jobs enqueued meanwhile go to a drain.
+    private func giveUp() {
+        let drain = state.withLock { s in
+            s.owner = 0
+            return s.needsDrain()
         }
-        if owns { runPending() }
+        if drain { scheduleDrain() }
     }
 
-    /// The owner runs queued jobs until none is left, then gives the executor up.
-    private func runPending() {
+    private func scheduleDrain() {
+        DispatchQueue.global().async { self.drain() }
+    }
+
+    /// On a Dispatch thread: owns the executor and runs queued jobs until none is left. The
+    /// executor is not idle while a drain is scheduled, so nothing else owns it when this starts.
+    private func drain() {
+        assert(!InlineExecution.isActive, "a thread answering a request must not run queued jobs")
+        let thread = InlineExecution.currentThread
+        state.withLock { s in
+            precondition(s.owner == 0, "a drain started on an owned InlineSerialExecutor")
+            s.drainScheduled = false
+            s.owner = thread
+        }
         while let job = state.withLock({ s -> UnownedJob? in
             if let job = s.pop() { return job }
             s.owner = 0

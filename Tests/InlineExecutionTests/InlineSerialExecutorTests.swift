@@ -17,6 +17,17 @@ private actor Counter {
         value = read + 1
     }
 
+    /// Switches to `other` and reports whether this actor's executor still claims the thread
+    /// that runs `other`'s code, and which thread that is.
+    func hop(to other: Counter) async -> (Bool?, UInt) {
+        threads.append(InlineExecution.currentThread)
+        return await other.probe(executor)
+    }
+
+    func probe(_ executor: InlineSerialExecutor) -> (Bool?, UInt) {
+        (executor.isIsolatingCurrentContext(), InlineExecution.currentThread)
+    }
+
     nonisolated func incrementInPlace() -> Int? {
         executor.runIfIdle {
             assumeIsolated { counter in
@@ -94,23 +105,54 @@ struct InlineSerialExecutorTests {
         #expect(await counter.value == 2_000)
     }
 
-    @Test("a task switching to an idle executor from a thread marked inline runs there at once")
-    func inlineThreadRunsTheJob() async {
-        let counter = Counter()
-        let (seen, caller) = await onPlainThread { () -> (Int?, UInt) in
-            InlineExecution.run {
-                _ = Task.immediate { await counter.increment() }
+    @Test("a task that hops from one idle actor to another, from a request's thread, leaves the first unowned")
+    func hopDoesNotNestOwnership() async {
+        let first = Counter()
+        let second = Counter()
+        // As a libmicrohttpd thread starts a request's task: marked inline, the task immediate.
+        // The caller then stays alive (blocked) until the task is done, so that no other thread
+        // can have its id meanwhile.
+        let (task, caller) = await onPlainThread { () -> (Task<(Bool?, UInt), Never>, UInt) in
+            let finished = DispatchSemaphore(value: 0)
+            let task = InlineExecution.run {
+                Task.immediate {
+                    defer { finished.signal() }
+                    return await first.hop(to: second)
+                }
             }
-            // Had the job been queued for another thread, the executor would not be idle yet, or
-            // the value still 0.
-            let seen = counter.executor.runIfIdle { counter.assumeIsolated { $0.value } }
-            return (seen, InlineExecution.currentThread)
+            finished.wait()
+            return (task, InlineExecution.currentThread)
         }
-        #expect(seen == 1)
-        #expect(await counter.threads == [caller])
+        let (firstOwnedDuringSecond, secondThread) = await task.value
+        // The second actor's job must not run nested inside the first's, with the first still
+        // owned by that thread, nor on the request's thread at all.
+        #expect(firstOwnedDuringSecond == false)
+        #expect(secondThread != caller)
+        #expect(await first.threads.allSatisfy { $0 != caller })
     }
 
-    @Test("without the inline mark, the job is drained on another thread")
+    @Test("jobs enqueued while runIfIdle holds the executor run on an ordinary thread, not the caller's")
+    func runIfIdleLeavesQueuedJobsToOthers() async {
+        let counter = Counter()
+        let (task, caller) = await onPlainThread { () -> (Task<Void, Never>?, UInt) in
+            let finished = DispatchSemaphore(value: 0)
+            let task = counter.executor.runIfIdle { () -> Task<Void, Never> in
+                // Starts on this thread and enqueues its job on the held executor before returning.
+                Task.immediate {
+                    await counter.increment()
+                    finished.signal()
+                }
+            }
+            if task != nil { finished.wait() }   // alive until the job ran, wherever it ran
+            return (task, InlineExecution.currentThread)
+        }
+        await task?.value
+        #expect(task != nil)
+        #expect(await counter.value == 1)
+        #expect(await counter.threads.allSatisfy { $0 != caller })
+    }
+
+    @Test("a job enqueued from a plain thread is drained on another thread")
     func unmarkedThreadDoesNotRunTheJob() async {
         let counter = Counter()
         let caller = await onPlainThread { () -> UInt in
