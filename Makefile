@@ -2,7 +2,7 @@
 # need on a fresh Debian/Ubuntu machine with the Swift toolchain.
 
 SWIFT ?= swift
-APT_PACKAGES := libmicrohttpd-dev libjansson-dev libsqlite3-dev pkg-config
+APT_PACKAGES := libmicrohttpd-dev libgnutls28-dev libjansson-dev libsqlite3-dev pkg-config openssl curl
 ARGS ?=
 
 .PHONY: run test build release deps check check-openapi check-metrics check-container container-check fuzz sanitizers clean

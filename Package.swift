@@ -3,7 +3,8 @@ import PackageDescription
 
 /// Layers point one way: SheetCore ← SessionStore ← SheetAPI → HTTPServer ← sheetd.
 /// SessionStore ← SQLiteArchive ← sheetd: the durable backend plugs in beside the API, not under it.
-/// Only HTTPServer imports CMicroHTTPD; only SheetAPI imports CJansson; only SQLiteArchive imports CSQLite.
+/// Only HTTPServer imports CMicroHTTPD; only SheetAPI imports CJansson; only SQLiteArchive imports CSQLite;
+/// only sheetd imports CGnuTLS (its `--check` of an https:// URL).
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
@@ -34,6 +35,12 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CGnuTLS",
+            path: "CGnuTLS",
+            pkgConfig: "gnutls",
+            providers: [.apt(["libgnutls28-dev"])]
+        ),
         .target(name: "SheetCore", swiftSettings: strict),
         // One pthread-mutex-guarded value for the HTTP layer and the store (ThreadSanitizer sees it).
         .target(name: "Locking", swiftSettings: strict),
@@ -42,23 +49,26 @@ let package = Package(
         .target(name: "SessionStore", dependencies: ["SheetCore", "Locking", "InlineExecution"], swiftSettings: strict),
         .target(name: "SQLiteArchive", dependencies: ["SessionStore", "SheetCore", "CSQLite", "Locking"], swiftSettings: strict),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "InlineExecution"], swiftSettings: strict),
+        // Keys, roles and rate limits: who may make a request (no HTTP, no sessions in here).
+        .target(name: "AccessControl", dependencies: ["Locking"], swiftSettings: strict),
         .target(
             name: "SheetAPI",
-            dependencies: ["SheetCore", "SessionStore", "HTTPServer", "CJansson"],
+            dependencies: ["SheetCore", "SessionStore", "HTTPServer", "CJansson", "AccessControl"],
             resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: strict
         ),
         .executableTarget(name: "sheetcore-bench", dependencies: ["SheetCore"], path: "Sources/sheetcore-bench", swiftSettings: strict),
-        .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore", "SQLiteArchive"], swiftSettings: strict),
+        .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore", "SQLiteArchive", "AccessControl", "CGnuTLS"], swiftSettings: strict),
         // Fuzzing: the in-process request harness, and its libFuzzer / replay executable (.ci/fuzz).
         .target(name: "SheetFuzzing", dependencies: ["SheetAPI", "HTTPServer", "SessionStore"], swiftSettings: strict),
         .systemLibrary(name: "CLibFuzzer", path: "CLibFuzzer"),
         .executableTarget(name: "sheetd-fuzz", dependencies: ["SheetFuzzing", "CLibFuzzer"], path: "Sources/sheetd-fuzz", swiftSettings: strict),
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
         .testTarget(name: "InlineExecutionTests", dependencies: ["InlineExecution"], swiftSettings: strict),
+        .testTarget(name: "AccessControlTests", dependencies: ["AccessControl"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),
         .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
-        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "CSQLite", "SheetFuzzing"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

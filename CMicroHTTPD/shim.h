@@ -134,15 +134,18 @@ struct sheetd_daemon_options {
     MHD_NotifyConnectionCallback notify_connection;
     void *notify_connection_cls;
     struct sheetd_log_sink *log_sink; /* must outlive the daemon */
+    const char *tls_certificate;      /* PEM; with tls_key: serve HTTPS (MHD_USE_TLS); else NULL */
+    const char *tls_key;              /* PEM; must outlive the daemon, like the certificate */
 };
 
 /*
  * Starts a daemon on an already listening socket with
- * MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG.
+ * MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, and MHD_USE_TLS
+ * (libmicrohttpd's GnuTLS) when a certificate and key are given.
  * Options are passed as one MHD_OPTION_ARRAY so zero-valued ones can be left out.
  */
 static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_options *o) {
-    struct MHD_OptionItem items[10];
+    struct MHD_OptionItem items[12];
     unsigned int n = 0;
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, (intptr_t)o->listen_fd, NULL };
     if (o->thread_pool_size > 1)
@@ -154,9 +157,14 @@ static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->connection_memory_limit, NULL };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)o->completed, o->completed_cls };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)o->notify_connection, o->notify_connection_cls };
-    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
     unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
                          | o->extra_flags;
+    if (o->tls_certificate != NULL && o->tls_key != NULL) {
+        flags |= MHD_USE_TLS;
+        items[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_certificate };
+        items[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key };
+    }
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
     /* The logger must be the very first option, or libmicrohttpd warns through its default logger. */
     return MHD_start_daemon(flags, 0, NULL, NULL, o->access_handler, o->access_handler_cls,
                             MHD_OPTION_EXTERNAL_LOGGER, &sheetd_log_trampoline, (void *)o->log_sink,

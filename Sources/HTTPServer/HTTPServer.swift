@@ -24,6 +24,8 @@ public final class HTTPServer: Sendable {
         let coreReference: Unmanaged<ServerCore>
         /// Allocated in `start()`; freed in `stop` after MHD_stop_daemon.
         let logSink: UnsafeMutablePointer<sheetd_log_sink>
+        /// The PEM texts given to libmicrohttpd (strdup in `start()`, freed after MHD_stop_daemon).
+        let tlsTexts: [UnsafeMutablePointer<CChar>]
         let sweeper: Task<Void, Never>
     }
 
@@ -167,14 +169,22 @@ public final class HTTPServer: Sendable {
         options.notify_connection = notifyConnectionCallback
         options.notify_connection_cls = corePointer
         options.log_sink = logSink
+        var tlsTexts: [UnsafeMutablePointer<CChar>] = []
+        if let tls = config.tls, let certificate = strdup(tls.certificatePEM), let key = strdup(tls.privateKeyPEM) {
+            tlsTexts = [certificate, key]
+            options.tls_certificate = UnsafePointer(certificate)
+            options.tls_key = UnsafePointer(key)
+        }
 
         guard let daemon = sheetd_start_daemon(&options) else {
             close(fd)
             coreReference.release()
             logSink.deinitialize(count: 1)
             logSink.deallocate()
+            tlsTexts.forEach { free($0) }
+            let tlsNote = config.tls == nil ? "" : ", TLS: is the certificate and key PEM, and do they belong together?"
             throw HTTPServerError(code: .startFailed,
-                                  message: "libmicrohttpd did not start (threads \(config.threads), memory limit \(config.connectionMemoryLimit))")
+                                  message: "libmicrohttpd did not start (threads \(config.threads), memory limit \(config.connectionMemoryLimit)\(tlsNote))")
         }
 
         let core = self.core
@@ -185,7 +195,8 @@ public final class HTTPServer: Sendable {
                 core.sweepDeadlines()
             }
         }
-        return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, sweeper: sweeper)
+        return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
+                       sweeper: sweeper)
     }
 
     /// How often deadlines are checked: fine enough for the shorter of the two limits.
@@ -249,6 +260,7 @@ public final class HTTPServer: Sendable {
 
         running.logSink.deinitialize(count: 1)
         running.logSink.deallocate()
+        running.tlsTexts.forEach { free($0) }
         running.coreReference.release()
     }
 }

@@ -29,6 +29,8 @@ public struct HTTPServerConfiguration: Sendable {
     public var errorLog: (@Sendable (String) -> Void)?
     /// listen(2) backlog (added to the contract).
     public var listenBacklog: Int = 1024
+    /// HTTPS through libmicrohttpd's own TLS (GnuTLS) when set; plain HTTP when nil.
+    public var tls: TLSCredentials?
 
     public init() {}
 }
@@ -39,5 +41,16 @@ func writeToStandardError(_ line: String) {
     text.append("\n")
     text.withCString { pointer in
         _ = write(2, pointer, strlen(pointer))
+    }
+}
+
+/// A certificate (chain) and its private key, both PEM text, for `HTTPServerConfiguration.tls`.
+public struct TLSCredentials: Sendable {
+    public var certificatePEM: String
+    public var privateKeyPEM: String
+
+    public init(certificatePEM: String, privateKeyPEM: String) {
+        self.certificatePEM = certificatePEM
+        self.privateKeyPEM = privateKeyPEM
     }
 }

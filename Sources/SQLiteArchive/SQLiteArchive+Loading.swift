@@ -19,20 +19,22 @@ extension SQLiteArchive {
             var configuration: String
             var createdAt: Int64
             var lastAccess: Int64
+            var tenant: Tenant
             /// Newest retained event bodies, in log order (which is seq order within a session).
             var events: [(seq: UInt64, body: String)] = []
             var state: (phase: String, detent: String, presentation: Int64, dismissReason: String?)?
         }
         var rows: [UInt64: Row] = [:]
         var ids: [UInt64: SessionID] = [:]
-        let sessions = try database.prepare("SELECT id, ordinal, configuration, created_at, last_access FROM sessions")
+        let sessions = try database.prepare("SELECT id, ordinal, configuration, created_at, last_access, tenant FROM sessions")
         while try sessions.step() {
             let text = sessions.text(0) ?? ""
             guard let id = SessionID(text) else { throw ArchiveError("\(path) holds a session with an impossible id \"\(text)\"") }
             let ordinal = UInt64(bitPattern: sessions.int64(1))
             guard ids.updateValue(id, forKey: ordinal) == nil else { throw ArchiveError("\(path) holds two sessions with ordinal \(ordinal)") }
             rows[ordinal] = Row(ordinal: ordinal, configuration: sessions.text(2) ?? "null",
-                                createdAt: sessions.int64(3), lastAccess: sessions.int64(4))
+                                createdAt: sessions.int64(3), lastAccess: sessions.int64(4),
+                                tenant: Tenant(sessions.text(5) ?? Tenant.default.name))
         }
         // The log in append order; rows of deleted sessions wait there for compaction.
         let log = try database.prepare("SELECT session, seq, body, phase, detent, presentation, dismiss_reason FROM event_log ORDER BY id")
@@ -71,7 +73,8 @@ extension SQLiteArchive {
             newestSeq[ordinal] = sheet.version
             // A change writes no session row: its event's time is when the session was last used.
             let lastAccess = max(row.lastAccess, sheet.updatedAt.millisecondsSince1970)
-            contents.sessions.append(RestoredSession(id: id, ordinal: row.ordinal, sheet: sheet, lastAccess: lastAccess))
+            contents.sessions.append(RestoredSession(id: id, ordinal: row.ordinal, sheet: sheet, lastAccess: lastAccess,
+                                                   tenant: row.tenant))
         }
 
         let keys = try database.prepare("""

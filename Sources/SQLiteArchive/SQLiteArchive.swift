@@ -259,13 +259,14 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             var highestOrdinal: UInt64 = 0
             for change in changes {
                 switch change {
-                case let .created(id, ordinal, sheet, lastAccess):
+                case let .created(id, ordinal, sheet, lastAccess, tenant):
                     let text = id.description
                     s.insertSession.bind(1, text)
                     s.insertSession.bind(2, ordinal)
                     s.insertSession.bind(3, String(decoding: try encoder.encode(sheet.configuration), as: UTF8.self))
                     s.insertSession.bind(4, sheet.createdAt.millisecondsSince1970)
                     s.insertSession.bind(5, lastAccess)
+                    s.insertSession.bind(6, tenant.name)
                     try s.insertSession.run()
                     let state = ArchivedState(sheet)
                     for event in sheet.events { try append(event, state, of: ordinal, s) }

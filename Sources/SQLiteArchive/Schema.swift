@@ -85,6 +85,13 @@ enum Schema {
             UPDATE sessions SET last_access = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);
             CREATE INDEX idempotency_by_age ON idempotency (stored_at);
             """),
+        Migration(version: 3, what: "each session belongs to a tenant; idempotency keys are per tenant", sql: """
+            -- Sessions and keys from before tenants belong to the default tenant: the one every
+            -- request has without --auth-keys, and the one a keys-file line can name to reach them.
+            ALTER TABLE sessions ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default';
+            -- A key is stored as "<tenant> <key>" (an Idempotency-Key has no space).
+            UPDATE idempotency SET key = 'default ' || key;
+            """),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

@@ -11,7 +11,7 @@ final class Statements {
         commit = try db.prepare("COMMIT")
         rollback = try db.prepare("ROLLBACK")
         insertSession = try db.prepare("""
-            INSERT INTO sessions (id, ordinal, configuration, created_at, last_access) VALUES (?1, ?2, ?3, ?4, ?5)
+            INSERT INTO sessions (id, ordinal, configuration, created_at, last_access, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
             """)
         touchSession = try db.prepare("UPDATE sessions SET last_access = max(last_access, ?1) WHERE id = ?2")
         deleteSession = try db.prepare("DELETE FROM sessions WHERE id = ?1")

@@ -34,7 +34,7 @@ extension SessionArchive {
 /// so an action and the idempotency answer it produced are never stored one without the other.
 public enum ArchiveChange: Sendable {
     /// A new session, with its first event.
-    case created(SessionID, ordinal: UInt64, sheet: Sheet, lastAccess: Int64)
+    case created(SessionID, ordinal: UInt64, sheet: Sheet, lastAccess: Int64, tenant: Tenant)
     /// A session's new state after an action, and the events the action appended. Only the
     /// changed scalars travel, not the `Sheet`, so the shard's next change to the session does
     /// not have to copy its event log.
@@ -104,12 +104,14 @@ public struct RestoredSession: Sendable {
     public var ordinal: UInt64
     public var sheet: Sheet
     public var lastAccess: Int64
+    public var tenant: Tenant
 
-    public init(id: SessionID, ordinal: UInt64, sheet: Sheet, lastAccess: Int64) {
+    public init(id: SessionID, ordinal: UInt64, sheet: Sheet, lastAccess: Int64, tenant: Tenant) {
         self.id = id
         self.ordinal = ordinal
         self.sheet = sheet
         self.lastAccess = lastAccess
+        self.tenant = tenant
     }
 }
 

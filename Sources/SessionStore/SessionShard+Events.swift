@@ -3,8 +3,8 @@ import SheetCore
 /// A shard's readers of events: event pages, long-poll waiters and stream subscribers. They only
 /// ever see committed events (up to the session's durable version).
 extension SessionShard {
-    func events(of id: SessionID, after: UInt64) async throws(StoreError) -> EventsPage {
-        guard let entry = sessions[id] else {
+    func events(of id: SessionID, tenant: Tenant, after: UInt64) async throws(StoreError) -> EventsPage {
+        guard let entry = entry(id, of: tenant) else {
             await settled(id)
             throw StoreError(.sessionNotFound)
         }
@@ -36,9 +36,9 @@ extension SessionShard {
 
     /// Answers at once when there are committed events after `after`; otherwise parks the caller
     /// (a continuation, no thread) until an event is committed or `timeout` passes.
-    func wait(on id: SessionID, after: UInt64, timeout: Duration) async -> Result<WaitOutcome, StoreError> {
+    func wait(on id: SessionID, of tenant: Tenant, after: UInt64, timeout: Duration) async -> Result<WaitOutcome, StoreError> {
         guard !isShuttingDown else { return .failure(StoreError(.shuttingDown)) }
-        guard let entry = sessions[id] else {
+        guard let entry = entry(id, of: tenant) else {
             await settled(id)
             return .failure(StoreError(.sessionNotFound))
         }
@@ -70,9 +70,9 @@ extension SessionShard {
     /// Starts delivering events after `after` (nil: only new ones) to `subscriber`; the committed
     /// backlog is delivered here, inside the same actor turn, and later events are published as
     /// they commit, so nothing is missed or sent twice.
-    func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
+    func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, of tenant: Tenant, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
         guard !isShuttingDown else { throw StoreError(.shuttingDown) }
-        guard let entry = sessions[id] else {
+        guard let entry = entry(id, of: tenant) else {
             await settled(id)
             throw StoreError(.sessionNotFound)
         }

@@ -12,9 +12,9 @@ extension SessionShard {
     }
 
     /// `apply` without a task; nil (nothing applied) when `inPlace` cannot run: use `apply`.
-    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Result<ActionResult, StoreError>? {
+    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?) -> Result<ActionResult, StoreError>? {
         inPlace { shard -> Result<ActionResult, StoreError> in
-            switch shard.applyNow(action, to: id, ifMatch: ifMatch) {
+            switch shard.applyNow(action, to: id, of: tenant, ifMatch: ifMatch) {
             case .done(let result):
                 return .success(result)
             case .refused(let error):
@@ -27,9 +27,9 @@ extension SessionShard {
     }
 
     /// `snapshot` without a task; nil when `inPlace` cannot run: use `snapshot`.
-    nonisolated func snapshotInPlace(_ id: SessionID) -> Result<SessionSnapshot, StoreError>? {
+    nonisolated func snapshotInPlace(_ id: SessionID, of tenant: Tenant) -> Result<SessionSnapshot, StoreError>? {
         inPlace { shard -> Result<SessionSnapshot, StoreError> in
-            guard let snapshot = shard.snapshotNow(id) else { return .failure(StoreError(.sessionNotFound)) }
+            guard let snapshot = shard.snapshotNow(id, of: tenant) else { return .failure(StoreError(.sessionNotFound)) }
             return .success(snapshot)
         }
     }

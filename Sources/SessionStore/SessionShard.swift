@@ -27,6 +27,9 @@ actor SessionShard {
         let ordinal: UInt64
         /// Wall-clock milliseconds of the last request that named this session, for the idle sweep.
         var lastAccess: Int64
+        /// Whose session it is: every lookup names a tenant, and another tenant's session is
+        /// answered exactly as a missing one.
+        let tenant: Tenant
     }
 
     /// A session with a change submitted but not known to be committed.
@@ -90,7 +93,8 @@ actor SessionShard {
         sessions.reserveCapacity(restored.count)
         var phaseCounts: [Phase: Int] = [:]
         for session in restored {
-            sessions[session.id] = Entry(sheet: session.sheet, ordinal: session.ordinal, lastAccess: session.lastAccess)
+            sessions[session.id] = Entry(sheet: session.sheet, ordinal: session.ordinal, lastAccess: session.lastAccess,
+                                         tenant: session.tenant)
             phaseCounts[session.sheet.phase, default: 0] += 1
         }
         self.sessions = sessions
@@ -174,10 +178,10 @@ actor SessionShard {
 
     /// Adds a new session (and the idempotency answer it was created under, in the same commit),
     /// returning once both are committed.
-    func insert(_ sheet: Sheet, id: SessionID, ordinal: UInt64, key: ArchivedKey?) async {
+    func insert(_ sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant, key: ArchivedKey?) async {
         // Ordinals come from a shared counter; two creates can arrive here out of order, so keep `order` sorted.
         let now = clock.now().millisecondsSince1970
-        sessions[id] = Entry(sheet: sheet, ordinal: ordinal, lastAccess: now)
+        sessions[id] = Entry(sheet: sheet, ordinal: ordinal, lastAccess: now, tenant: tenant)
         phaseCounts[sheet.phase, default: 0] += 1
         if let last = order.last, last.ordinal > ordinal {
             let index = insertionIndex(after: ordinal)
@@ -185,32 +189,40 @@ actor SessionShard {
         } else {
             order.append((ordinal, id))
         }
-        var changes: [ArchiveChange] = [.created(id, ordinal: ordinal, sheet: sheet, lastAccess: now)]
+        var changes: [ArchiveChange] = [.created(id, ordinal: ordinal, sheet: sheet, lastAccess: now, tenant: tenant)]
         if let key { changes.append(.keyStored(key)) }
         await persist(changes, of: id, previousVersion: sheet.version, version: sheet.version)
     }
 
-    func snapshot(_ id: SessionID) async throws(StoreError) -> SessionSnapshot {
-        let snapshot = snapshotNow(id)
+    /// The session `id` when `tenant` owns it; nil for a missing one and for another tenant's.
+    func entry(_ id: SessionID, of tenant: Tenant) -> Entry? {
+        guard let entry = sessions[id], entry.tenant == tenant else { return nil }
+        return entry
+    }
+
+    func snapshot(_ id: SessionID, of tenant: Tenant) async throws(StoreError) -> SessionSnapshot {
+        let snapshot = snapshotNow(id, of: tenant)
         await settled(id)   // a change (or delete) that is not committed yet answers only once it is
         guard let snapshot else { throw StoreError(.sessionNotFound) }
         return snapshot
     }
 
     /// The session as it stands, its last access stamped; nil if there is none.
-    func snapshotNow(_ id: SessionID) -> SessionSnapshot? {
-        guard let index = sessions.index(forKey: id) else { return nil }
+    func snapshotNow(_ id: SessionID, of tenant: Tenant) -> SessionSnapshot? {
+        guard let index = sessions.index(forKey: id), sessions.values[index].tenant == tenant else { return nil }
         sessions.values[index].lastAccess = clock.now().millisecondsSince1970
         touched.insert(id)
         return SessionSnapshot(id: id, sheet: sessions.values[index].sheet)
     }
 
     /// The change itself, in one actor turn: the result, the version before it, and what to store.
-    private func change(_ action: SheetAction, of id: SessionID, ifMatch: UInt64?)
+    private func change(_ action: SheetAction, of id: SessionID, tenant: Tenant, ifMatch: UInt64?)
         -> (result: Result<ActionResult, StoreError>, previousVersion: UInt64, changes: [ArchiveChange]) {
         // The entry is changed in place through its index: a copy taken out of the dictionary and
         // written back would share the event log's storage, so every append would copy the log.
-        guard let index = sessions.index(forKey: id) else { return (.failure(StoreError(.sessionNotFound)), 0, []) }
+        guard let index = sessions.index(forKey: id), sessions.values[index].tenant == tenant else {
+            return (.failure(StoreError(.sessionNotFound)), 0, [])
+        }
         let now = clock.now()
         // Read and stamped in place (an inout access borrows the entry; a get would copy it).
         let (previous, before) = { (entry: inout Entry) in
@@ -247,8 +259,8 @@ actor SessionShard {
         return (.success(result), previous, [changed])
     }
 
-    func apply(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) async throws(StoreError) -> ActionResult {
-        switch applyNow(action, to: id, ifMatch: ifMatch) {
+    func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?) async throws(StoreError) -> ActionResult {
+        switch applyNow(action, to: id, of: tenant, ifMatch: ifMatch) {
         case .done(let result):
             return result
         case .committing(let result, let commit):
@@ -270,8 +282,8 @@ actor SessionShard {
     }
 
     @inline(never)
-    func applyNow(_ action: SheetAction, to id: SessionID, ifMatch: UInt64?) -> Applied {
-        let (result, previous, changes) = change(action, of: id, ifMatch: ifMatch)
+    func applyNow(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?) -> Applied {
+        let (result, previous, changes) = change(action, of: id, tenant: tenant, ifMatch: ifMatch)
         switch result {
         case .success(let done):
             guard let commit = submit(changes, of: id, previousVersion: previous, version: done.session.sheet.version) else {
@@ -287,7 +299,7 @@ actor SessionShard {
     /// the same actor turn as the change, and both are committed together, so a concurrent retry
     /// or a restart can only ever see both or neither.
     func apply(
-        _ action: SheetAction, to id: SessionID, ifMatch: UInt64?,
+        _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?,
         idempotency: IdempotencyRequest,
         render: @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
@@ -302,11 +314,11 @@ actor SessionShard {
         case .reused:
             throw StoreError(.idempotencyKeyReused)
         case .miss:
-            guard let entry = sessions[id] else {
+            guard let entry = entry(id, of: tenant) else {
                 await settled(id)
                 throw StoreError(.sessionNotFound)
             }
-            var (result, previous, changes) = change(action, of: id, ifMatch: ifMatch)
+            var (result, previous, changes) = change(action, of: id, tenant: tenant, ifMatch: ifMatch)
             let answer = render(result)
             if answer.status < 500 {
                 for gone in ledger.store(answer, for: key, fingerprint: idempotency.fingerprint, now: now) {
@@ -321,8 +333,8 @@ actor SessionShard {
         }
     }
 
-    func delete(_ id: SessionID, ifMatch: UInt64?) async throws(StoreError) {
-        guard let entry = sessions[id] else {
+    func delete(_ id: SessionID, of tenant: Tenant, ifMatch: UInt64?) async throws(StoreError) {
+        guard let entry = entry(id, of: tenant) else {
             await settled(id)
             throw StoreError(.sessionNotFound)
         }
@@ -353,7 +365,7 @@ actor SessionShard {
 
     /// Up to `limit` sessions created after `after` (an ordinal), oldest first, optionally of one
     /// phase, and the outstanding commits the caller must wait for before showing them.
-    func list(phase: Phase?, after: UInt64, limit: Int)
+    func list(of tenant: Tenant, phase: Phase?, after: UInt64, limit: Int)
         -> (sessions: [(ordinal: UInt64, session: SessionSnapshot)], pending: [ArchiveCommit]) {
         var found: [(ordinal: UInt64, session: SessionSnapshot)] = []
         var pending: [ArchiveCommit] = []
@@ -361,7 +373,7 @@ actor SessionShard {
         while index < order.count, found.count < limit {
             let (ordinal, id) = order[index]
             index += 1
-            guard let entry = sessions[id], entry.ordinal == ordinal else { continue }
+            guard let entry = sessions[id], entry.ordinal == ordinal, entry.tenant == tenant else { continue }
             if let phase, entry.sheet.phase != phase { continue }
             found.append((ordinal, SessionSnapshot(id: id, sheet: entry.sheet)))
             if let commit = inFlight[id]?.commit { pending.append(commit) }
@@ -393,8 +405,9 @@ actor SessionShard {
     /// removed and whether the pass reached the end. Sessions someone is waiting on are kept.
     /// The removals are submitted without waiting: an expired session that a crash brings back is
     /// simply swept again.
-    func sweep(idleBefore cutoff: Int64, budget: Int) -> (removed: Int, finished: Bool) {
+    func sweep(idleBefore cutoff: Int64, budget: Int) -> (removed: [Tenant], finished: Bool) {
         var removed: [ArchiveChange] = []
+        var owners: [Tenant] = []
         var scanned = 0
         while sweepCursor < order.count, scanned < budget {
             let (ordinal, id) = order[sweepCursor]
@@ -405,12 +418,13 @@ actor SessionShard {
             else { continue }
             remove(id, reason: .sessionDeleted)
             removed.append(.deleted(id))
+            owners.append(entry.tenant)
         }
         if !removed.isEmpty { _ = archive.submit(removed) }
         let finished = sweepCursor >= order.count
         if finished { sweepCursor = 0 }
         ledger.expire(now: clock.now())
-        return (removed.count, finished)
+        return (owners, finished)
     }
 
     /// Saves the last access of sessions that were only read since their last write, so the idle

@@ -50,6 +50,17 @@ public struct IdempotencyRequest: Sendable {
         self.key = key
         self.fingerprint = IdempotencyLedger.fingerprint(method: method, path: path, body: body)
     }
+
+    private init(key: String, fingerprint: IdempotencyLedger.Fingerprint) {
+        self.key = key
+        self.fingerprint = fingerprint
+    }
+
+    /// The same request with its key in `tenant`'s own space: `"<tenant> <key>"` (a key has no
+    /// space, so two tenants' keys never meet, not even on a session id another tenant guessed).
+    func scoped(to tenant: Tenant) -> IdempotencyRequest {
+        IdempotencyRequest(key: tenant.name + " " + key, fingerprint: fingerprint)
+    }
 }
 
 /// A stored answer replayed for a repeated `Idempotency-Key`. Opaque to the store.

@@ -1,3 +1,4 @@
+import Locking
 import SheetCore
 import Synchronization
 
@@ -7,6 +8,8 @@ import Synchronization
 public final class SessionStore: Sendable {
     public struct Configuration: Sendable {
         public var maxSessions = 1_000_000
+        /// Sessions one tenant may hold; nil: only `maxSessions` applies.
+        public var maxSessionsPerTenant: Int?
         /// 64, not fewer: a shard's dictionary doubles in one step, blocking that shard (and the
         /// thread running it) while it rehashes; smaller shards keep those pauses short (creating
         /// ~900,000 sessions: p99.9 6 ms with 64 shards, 26 ms with 16).
@@ -23,6 +26,8 @@ public final class SessionStore: Sendable {
     private let shards: [SessionShard]
     private let creations: CreationLedger
     private let count = Atomic<Int>(0)
+    /// Sessions held per tenant, for `maxSessionsPerTenant`.
+    private let tenantCounts = LockedValue<[Tenant: Int]>([:])
     private let ordinals = Atomic<UInt64>(0)
     private let archive: any SessionArchive
     public let configuration: Configuration
@@ -59,6 +64,9 @@ public final class SessionStore: Sendable {
         creations = CreationLedger(capacity: configuration.idempotencyCapacity, clock: configuration.clock,
                                    archive: archive, restoring: globalKeys)
         count.store(contents.sessions.count, ordering: .relaxed)
+        tenantCounts.withLock { counts in
+            for session in contents.sessions { counts[session.tenant, default: 0] += 1 }
+        }
         ordinals.store(highest, ordering: .relaxed)
     }
 
@@ -82,19 +90,20 @@ public final class SessionStore: Sendable {
 
     // MARK: Sessions
 
-    /// Creates a session presented at its default detent, unless `--max-sessions` is reached.
-    public func create(_ configuration: SheetConfiguration) async throws(StoreError) -> SessionSnapshot {
-        try reservePlace()
+    /// Creates a session of `tenant` presented at its default detent, unless `--max-sessions`
+    /// (or the tenant's share) is reached.
+    public func create(_ configuration: SheetConfiguration, for tenant: Tenant) async throws(StoreError) -> SessionSnapshot {
+        try reservePlace(for: tenant)
         let id = SessionID.random()
         let ordinal = ordinals.add(1, ordering: .relaxed).newValue
         let sheet = Sheet(configuration: interned(configuration), now: self.configuration.clock.now())
-        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, key: nil)
+        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, tenant: tenant, key: nil)
         return SessionSnapshot(id: id, sheet: sheet)
     }
 
-    /// Counts a new session in, unless that would pass `--max-sessions`. Reserving first means
-    /// concurrent creates can never overshoot the limit.
-    private func reservePlace() throws(StoreError) {
+    /// Counts a new session in, unless that would pass `--max-sessions` or the tenant's limit.
+    /// Reserving first means concurrent creates can never overshoot either limit.
+    private func reservePlace(for tenant: Tenant) throws(StoreError) {
         let limit = self.configuration.maxSessions
         var current = count.load(ordering: .relaxed)
         while true {
@@ -104,27 +113,50 @@ public final class SessionStore: Sendable {
             if exchanged { break }
             current = original
         }
+        let tenantLimit = configuration.maxSessionsPerTenant ?? Int.max
+        let admitted = tenantCounts.withLock { counts in
+            guard counts[tenant, default: 0] < tenantLimit else { return false }
+            counts[tenant, default: 0] += 1
+            return true
+        }
+        if !admitted {
+            count.subtract(1, ordering: .relaxed)
+            throw StoreError(.tenantCapacityExceeded(limit: tenantLimit))
+        }
     }
 
-    /// Creates at most one session per `Idempotency-Key` (global scope); repeats get the first answer.
+    /// Counts removed sessions out.
+    private func released(_ tenants: [Tenant]) {
+        guard !tenants.isEmpty else { return }
+        count.subtract(tenants.count, ordering: .relaxed)
+        tenantCounts.withLock { counts in
+            for tenant in tenants {
+                let left = counts[tenant, default: 1] - 1
+                counts[tenant] = left > 0 ? left : nil
+            }
+        }
+    }
+
+    /// Creates at most one session per `Idempotency-Key` of `tenant`; repeats get the first answer.
     public func create(
-        _ configuration: SheetConfiguration, idempotency: IdempotencyRequest,
+        _ configuration: SheetConfiguration, for tenant: Tenant, idempotency unscoped: IdempotencyRequest,
         render: @escaping @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
-        try await creations.perform(idempotency) {
-            await self.create(configuration, recording: idempotency, render: render)
+        let idempotency = unscoped.scoped(to: tenant)
+        return try await creations.perform(idempotency) {
+            await self.create(configuration, for: tenant, recording: idempotency, render: render)
         }
     }
 
     /// The create behind an idempotent `POST /sessions`: the answer is rendered before the session
     /// is inserted, so the session and its stored answer are committed in one transaction.
     private func create(
-        _ configuration: SheetConfiguration, recording idempotency: IdempotencyRequest,
+        _ configuration: SheetConfiguration, for tenant: Tenant, recording idempotency: IdempotencyRequest,
         render: @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
     ) async -> StoredAnswer {
         let now = self.configuration.clock.now()
         do {
-            try reservePlace()
+            try reservePlace(for: tenant)
         } catch {
             let answer = render(.failure(error))
             if answer.status < 500 {
@@ -137,51 +169,55 @@ public final class SessionStore: Sendable {
         let sheet = Sheet(configuration: interned(configuration), now: now)
         let answer = render(.success(SessionSnapshot(id: id, sheet: sheet)))
         let key = answer.status < 500 ? ArchivedKey(scope: nil, request: idempotency, answer: answer, storedAt: now) : nil
-        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, key: key)
+        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, tenant: tenant, key: key)
         return answer
     }
 
-    public func session(_ id: SessionID) async throws(StoreError) -> SessionSnapshot {
-        try await shard(for: id).snapshot(id)
+    // Every call below names the tenant asking: another tenant's session is `sessionNotFound`,
+    // exactly as a missing one, and changes nothing.
+
+    public func session(_ id: SessionID, of tenant: Tenant) async throws(StoreError) -> SessionSnapshot {
+        try await shard(for: id).snapshot(id, of: tenant)
     }
 
     /// `session` on the calling thread, without waiting: nil when the session's shard is busy or
     /// the archive may make a read wait for a commit; then use `session`.
-    public func sessionInPlace(_ id: SessionID) -> Result<SessionSnapshot, StoreError>? {
-        shard(for: id).snapshotInPlace(id)
+    public func sessionInPlace(_ id: SessionID, of tenant: Tenant) -> Result<SessionSnapshot, StoreError>? {
+        shard(for: id).snapshotInPlace(id, of: tenant)
     }
 
-    public func apply(_ action: SheetAction, to id: SessionID, ifMatch: UInt64? = nil) async throws(StoreError) -> ActionResult {
-        try await shard(for: id).apply(action, to: id, ifMatch: ifMatch)
+    public func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64? = nil) async throws(StoreError) -> ActionResult {
+        try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
     /// `apply` on the calling thread, without waiting: nil (nothing applied) when the session's
     /// shard is busy or the archive needs a commit awaited; then use `apply`.
-    public func applyInPlace(_ action: SheetAction, to id: SessionID, ifMatch: UInt64? = nil) -> Result<ActionResult, StoreError>? {
-        shard(for: id).applyInPlace(action, to: id, ifMatch: ifMatch)
+    public func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64? = nil) -> Result<ActionResult, StoreError>? {
+        shard(for: id).applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
     public func apply(
-        _ action: SheetAction, to id: SessionID, ifMatch: UInt64?, idempotency: IdempotencyRequest,
+        _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?, idempotency: IdempotencyRequest,
         render: @escaping @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
-        try await shard(for: id).apply(action, to: id, ifMatch: ifMatch, idempotency: idempotency, render: render)
+        try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch, idempotency: idempotency.scoped(to: tenant),
+                                       render: render)
     }
 
-    public func delete(_ id: SessionID, ifMatch: UInt64? = nil) async throws(StoreError) {
-        try await shard(for: id).delete(id, ifMatch: ifMatch)
-        count.subtract(1, ordering: .relaxed)
+    public func delete(_ id: SessionID, of tenant: Tenant, ifMatch: UInt64? = nil) async throws(StoreError) {
+        try await shard(for: id).delete(id, of: tenant, ifMatch: ifMatch)
+        released([tenant])
     }
 
-    /// A page of sessions created after the cursor `after` (a creation ordinal), oldest first.
-    /// The cursor is an ordinal, not an id, so it still works after its session was deleted.
-    public func list(phase: Phase?, after: UInt64, limit: Int) async -> SessionPage {
+    /// A page of `tenant`'s sessions created after the cursor `after` (a creation ordinal), oldest
+    /// first. The cursor is an ordinal, not an id, so it still works after its session was deleted.
+    public func list(of tenant: Tenant, phase: Phase?, after: UInt64, limit: Int) async -> SessionPage {
         var merged: [(ordinal: UInt64, session: SessionSnapshot)] = []
         var pending: [ArchiveCommit] = []
         // One more than the page from each shard: a shard holding the rest of the page and more
         // must be able to say "more", or `next` would wrongly end the listing.
         for shard in shards {
-            let part = await shard.list(phase: phase, after: after, limit: limit + 1)
+            let part = await shard.list(of: tenant, phase: phase, after: after, limit: limit + 1)
             merged += part.sessions
             pending += part.pending
         }
@@ -195,17 +231,17 @@ public final class SessionStore: Sendable {
 
     // MARK: Events
 
-    public func events(of id: SessionID, after: UInt64) async throws(StoreError) -> EventsPage {
-        try await shard(for: id).events(of: id, after: after)
+    public func events(of id: SessionID, tenant: Tenant, after: UInt64) async throws(StoreError) -> EventsPage {
+        try await shard(for: id).events(of: id, tenant: tenant, after: after)
     }
 
     /// Long-poll: events after `after`, waiting up to `timeout` for the first one.
-    public func waitForEvents(of id: SessionID, after: UInt64, timeout: Duration) async throws(StoreError) -> WaitOutcome {
-        try await shard(for: id).wait(on: id, after: after, timeout: timeout).get()
+    public func waitForEvents(of id: SessionID, tenant: Tenant, after: UInt64, timeout: Duration) async throws(StoreError) -> WaitOutcome {
+        try await shard(for: id).wait(on: id, of: tenant, after: after, timeout: timeout).get()
     }
 
-    public func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
-        try await shard(for: id).subscribe(subscriber, to: id, after: after)
+    public func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, of tenant: Tenant, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
+        try await shard(for: id).subscribe(subscriber, to: id, of: tenant, after: after)
     }
 
     public func unsubscribe(_ token: SubscriptionToken) async {
@@ -225,11 +261,11 @@ public final class SessionStore: Sendable {
         for shard in shards {
             while true {
                 let pass = await shard.sweep(idleBefore: cutoff, budget: slice)
-                removed += pass.removed
+                removed += pass.removed.count
+                released(pass.removed)
                 if pass.finished { break }
             }
         }
-        if removed > 0 { count.subtract(removed, ordering: .relaxed) }
         await creations.expire()
         let lifetime = IdempotencyLedger(capacity: 1).lifetimeMilliseconds
         _ = archive.submit([.keysExpired(before: configuration.clock.now().millisecondsSince1970 - lifetime)])

@@ -6,6 +6,8 @@ public struct StoreError: Error, Sendable {
     public enum Code: Sendable, Hashable {
         case sessionNotFound
         case capacityExceeded(limit: Int)
+        /// The tenant already holds `--max-sessions-per-tenant` sessions.
+        case tenantCapacityExceeded(limit: Int)
         /// `If-Match` named another version; `current` is the session as it is.
         case versionMismatch
         /// The sheet refused the action (phase conflict or unknown detent).

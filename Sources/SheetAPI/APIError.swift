@@ -26,6 +26,10 @@ public struct APIError: Error, Sendable {
         case ambiguousLength = "ambiguous_length"
         case capacityExceeded = "capacity_exceeded"
         case shuttingDown = "shutting_down"
+        case unauthorized
+        case forbidden
+        case authRequired = "auth_required"
+        case rateLimited = "rate_limited"
 
         /// The HTTP status of each code: the only mapping from errors to statuses in sheetd.
         public var status: Int {
@@ -33,12 +37,15 @@ public struct APIError: Error, Sendable {
             case .invalidJSON, .invalidField, .unknownField, .invalidDetent, .unknownDetent, .invalidIdempotencyKey,
                  .ambiguousLength: 400
             case .sessionNotFound, .routeNotFound: 404
+            case .unauthorized: 401
+            case .forbidden, .authRequired: 403
             case .methodNotAllowed: 405
             case .confirmationPending, .sheetDismissed, .noPendingConfirmation, .sheetPresented: 409
             case .eventsExpired: 410
             case .versionMismatch: 412
             case .payloadTooLarge: 413
             case .idempotencyKeyReused: 422
+            case .rateLimited: 429
             case .headersTooLarge: 431
             case .capacityExceeded, .shuttingDown: 503
             }
@@ -112,6 +119,8 @@ extension APIError {
             self.init(.sessionNotFound, "No session has this id; it may have been deleted or expired.")
         case .capacityExceeded(let limit):
             self.init(.capacityExceeded, "The server already holds its maximum of \(limit) sessions; delete some or try later.")
+        case .tenantCapacityExceeded(let limit):
+            self.init(.capacityExceeded, "This tenant already holds its maximum of \(limit) sessions; delete some or try later.")
         case .versionMismatch:
             let version = error.current.map { String($0.sheet.version) } ?? "another"
             self.init(.versionMismatch, "The session is at version \(version), not the one If-Match names; nothing was changed.")

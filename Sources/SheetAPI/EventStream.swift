@@ -63,7 +63,8 @@ final class EventStream: EventSubscriber {
 
     /// Opens a stream on `GET /sessions/{id}/events` with `Accept: text/event-stream`. It starts
     /// after `Last-Event-ID` (or `?after=`), or with the next new event when neither is given.
-    static func open(service: SheetService, session id: SessionID, head: HTTPRequestHead, requestID: String) async throws(APIError) -> HTTPResponse {
+    static func open(service: SheetService, session id: SessionID, of tenant: Tenant, head: HTTPRequestHead,
+                     requestID: String) async throws(APIError) -> HTTPResponse {
         let resume: UInt64?
         let resumeField: String
         if let header = head.headers["Last-Event-ID"] {
@@ -89,7 +90,7 @@ final class EventStream: EventSubscriber {
         let token: SubscriptionToken
         do {
             token = try await service.storeCall { () async throws(StoreError) in
-                try await store.subscribe(subscriber, to: id, after: resume)
+                try await store.subscribe(subscriber, to: id, of: tenant, after: resume)
             }
         } catch {
             // The store speaks of "after"; name the field the client actually used.

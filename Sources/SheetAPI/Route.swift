@@ -1,3 +1,4 @@
+import AccessControl
 import HTTPServer
 import SessionStore
 import SheetCore
@@ -46,6 +47,15 @@ final class RouteEntry: Sendable {
         guard case .handlers(let handlers) = answer else { return nil }
         return handlers.first { $0.method == method }
     }
+
+    /// What the caller's role must allow for `method` here: an action changes its session;
+    /// every handler declares its own.
+    func requiredAccess(for method: String) -> RequiredAccess {
+        switch answer {
+        case .action: .changeSessions
+        case .handlers(let handlers): handlers.first { $0.method == method }?.access ?? .changeSessions
+        }
+    }
 }
 
 /// What answers one method of a route.
@@ -53,22 +63,24 @@ struct MethodHandler: Sendable {
     typealias Respond = @Sendable (SheetService) -> (RouteRequest) async throws(APIError) -> HTTPResponse
     /// Answers without waiting when it can, on the thread that read the request; nil hands the
     /// request to `respond`. It makes its own request id.
-    typealias RespondInPlace = @Sendable (SheetService) -> (HTTPRequest, Route) -> HTTPResponse?
+    typealias RespondInPlace = @Sendable (SheetService) -> (HTTPRequest, Route, Tenant) -> HTTPResponse?
 
     let method: String
+    /// What a caller's role must allow: checked once at request entry (`SheetService.admit`).
+    let access: RequiredAccess
     let respond: Respond
     let respondInPlace: RespondInPlace?
 
-    static func get(_ respond: @escaping Respond, inPlace: RespondInPlace? = nil) -> MethodHandler {
-        MethodHandler(method: "GET", respond: respond, respondInPlace: inPlace)
+    static func get(_ access: RequiredAccess, _ respond: @escaping Respond, inPlace: RespondInPlace? = nil) -> MethodHandler {
+        MethodHandler(method: "GET", access: access, respond: respond, respondInPlace: inPlace)
     }
 
-    static func post(_ respond: @escaping Respond) -> MethodHandler {
-        MethodHandler(method: "POST", respond: respond, respondInPlace: nil)
+    static func post(_ access: RequiredAccess, _ respond: @escaping Respond) -> MethodHandler {
+        MethodHandler(method: "POST", access: access, respond: respond, respondInPlace: nil)
     }
 
-    static func delete(_ respond: @escaping Respond) -> MethodHandler {
-        MethodHandler(method: "DELETE", respond: respond, respondInPlace: nil)
+    static func delete(_ access: RequiredAccess, _ respond: @escaping Respond) -> MethodHandler {
+        MethodHandler(method: "DELETE", access: access, respond: respond, respondInPlace: nil)
     }
 }
 
@@ -76,6 +88,8 @@ struct MethodHandler: Sendable {
 struct RouteRequest: Sendable {
     let request: HTTPRequest
     let route: Route
+    /// Whose sessions the request may see (the default tenant on open routes and without keys).
+    let tenant: Tenant
     let requestID: String
 
     var head: HTTPRequestHead { request.head }

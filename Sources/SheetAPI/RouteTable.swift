@@ -1,8 +1,10 @@
+import AccessControl
 import SheetCore
 
 /// Every route sheetd serves, each declared once: its path template (also its label in metrics
 /// and logs), its methods, and what answers each. Routing, 405's `Allow`, the metric label set
-/// and the fuzzers' body decoders all read this table.
+/// and the fuzzers' body decoders all read this table. Each method names the access a caller's
+/// role must allow (`RequiredAccess`); an action always changes its session.
 ///
 /// A new action is one `.action` entry here with its body decoder (`RequestBodies`); a new
 /// route of another kind is one `.handlers` entry and its handler, a `SheetService` method.
@@ -13,14 +15,14 @@ enum RouteTable {
         .action("/sessions/{id}/confirm", decode: RequestBodies.confirm),
         .action("/sessions/{id}/dismiss", decode: RequestBodies.dismiss),
         .action("/sessions/{id}/present", decode: RequestBodies.present),
-        .handlers("/sessions", .get(SheetService.listSessions), .post(SheetService.createSession)),
+        .handlers("/sessions", .get(.readSessions, SheetService.listSessions), .post(.changeSessions, SheetService.createSession)),
         .handlers("/sessions/{id}",
-                  .get(SheetService.getSession, inPlace: SheetService.getSessionInPlace),
-                  .delete(SheetService.deleteSession)),
-        .handlers("/sessions/{id}/events", .get(SheetService.events)),
-        .handlers("/healthz", .get(SheetService.health)),
-        .handlers("/metrics", .get(SheetService.metrics)),
-        .handlers("/openapi.yaml", .get(SheetService.openAPI)),
+                  .get(.readSessions, SheetService.getSession, inPlace: SheetService.getSessionInPlace),
+                  .delete(.changeSessions, SheetService.deleteSession)),
+        .handlers("/sessions/{id}/events", .get(.readSessions, SheetService.events)),
+        .handlers("/healthz", .get(.open, SheetService.health)),
+        .handlers("/metrics", .get(.readMetrics, SheetService.metrics)),
+        .handlers("/openapi.yaml", .get(.open, SheetService.openAPI)),
     ]
 
     /// Each action route's body decoder, for the fuzzers.

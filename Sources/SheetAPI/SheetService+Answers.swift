@@ -29,17 +29,17 @@ extension SheetService {
     }
 
     /// The precondition of a request on an existing session; a malformed header still loses to 404.
-    func precondition(_ head: HTTPRequestHead, session id: SessionID) async throws(APIError) -> UInt64? {
+    func precondition(_ head: HTTPRequestHead, session id: SessionID, of tenant: Tenant) async throws(APIError) -> UInt64? {
         do { return try Self.ifMatch(head) } catch {
-            try await requireSession(id)
+            try await requireSession(id, of: tenant)
             throw error
         }
     }
 
     /// Throws `sessionNotFound` unless the session exists.
     @inline(never)
-    func requireSession(_ id: SessionID) async throws(APIError) {
-        _ = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+    func requireSession(_ id: SessionID, of tenant: Tenant) async throws(APIError) {
+        _ = try await storeCall { () async throws(StoreError) in try await store.session(id, of: tenant) }
     }
 
     func idempotencyKey(_ head: HTTPRequestHead) throws(APIError) -> String? {
@@ -75,6 +75,7 @@ extension SheetService {
         var response = json(error.code.status, Rendering.errorBody(error, requestID: requestID), requestID: requestID)
         if let session = error.session { response.headers.add("ETag", "\"\(session.sheet.version)\"") }
         if !error.allowed.isEmpty { response.headers.add("Allow", error.allowed.joined(separator: ", ")) }
+        if error.code == .unauthorized { response.headers.add("WWW-Authenticate", "Bearer realm=\"sheetd\"") }
         return response
     }
 

@@ -31,13 +31,13 @@ extension SheetService {
         let requestID = request.requestID
         let configuration = try RequestBodies.configuration(request.request.body)
         guard let key = try idempotencyKey(request.head) else {
-            let snapshot = try await storeCall { () async throws(StoreError) in try await store.create(configuration) }
+            let snapshot = try await storeCall { () async throws(StoreError) in try await store.create(configuration, for: request.tenant) }
             observer.metrics.recordCreated()
             return created(snapshot, requestID: requestID)
         }
         let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.request.body)
         let answer = try await storeCall { () async throws(StoreError) in
-            try await store.create(configuration, idempotency: idempotency) { result in
+            try await store.create(configuration, for: request.tenant, idempotency: idempotency) { result in
                 switch result {
                 case .success(let snapshot):
                     self.observer.metrics.recordCreated()
@@ -79,20 +79,20 @@ extension SheetService {
             }
             after = value
         }
-        let page = await store.list(phase: phase, after: after, limit: limit)
+        let page = await store.list(of: request.tenant, phase: phase, after: after, limit: limit)
         return json(200, Rendering.listBody(page, cursor: ListCursor.encode), requestID: request.requestID)
     }
 
     func getSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
         let id = try sessionID(request.route.id)
-        let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id) }
+        let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id, of: request.tenant) }
         return sessionAnswer(snapshot, requestID: request.requestID)
     }
 
     /// A session's GET answered on the calling thread when its shard is idle.
-    func getSessionInPlace(_ request: HTTPRequest, _ route: Route) -> HTTPResponse? {
+    func getSessionInPlace(_ request: HTTPRequest, _ route: Route, _ tenant: Tenant) -> HTTPResponse? {
         // An id that cannot exist is refused by `getSession`, as every other route error.
-        guard let id = SessionID(route.id), let read = store.sessionInPlace(id) else { return nil }
+        guard let id = SessionID(route.id), let read = store.sessionInPlace(id, of: tenant) else { return nil }
         let requestID = requestIDs.id(for: request.head)
         switch read {
         case .success(let snapshot):
@@ -108,8 +108,8 @@ extension SheetService {
 
     func deleteSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
         let id = try sessionID(request.route.id)
-        let ifMatch = try await precondition(request.head, session: id)
-        try await storeCall { () async throws(StoreError) in try await store.delete(id, ifMatch: ifMatch) }
+        let ifMatch = try await precondition(request.head, session: id, of: request.tenant)
+        try await storeCall { () async throws(StoreError) in try await store.delete(id, of: request.tenant, ifMatch: ifMatch) }
         var headers = HTTPHeaders()
         headers.add("X-Request-Id", request.requestID)
         return HTTPResponse(status: 204, headers: headers)
@@ -122,7 +122,7 @@ extension SheetService {
         let requestID = request.requestID
         let id = try sessionID(request.route.id)
         if let accept = head.headers["Accept"], accept.contains("text/event-stream") {
-            return try await EventStream.open(service: self, session: id, head: head, requestID: requestID)
+            return try await EventStream.open(service: self, session: id, of: request.tenant, head: head, requestID: requestID)
         }
         let after = try Self.wholeNumber(head.queryValue("after"), field: "after") ?? 0
         var wait = 0.0
@@ -137,14 +137,14 @@ extension SheetService {
         let page: EventsPage
         if wait > 0 {
             let outcome = try await storeCall { () async throws(StoreError) in
-                try await store.waitForEvents(of: id, after: after, timeout: .milliseconds(Int64(wait * 1000)))
+                try await store.waitForEvents(of: id, tenant: request.tenant, after: after, timeout: .milliseconds(Int64(wait * 1000)))
             }
             switch outcome {
             case .events(let events): page = events
             case .timedOut(let version): page = EventsPage(events: [], version: version)
             }
         } else {
-            page = try await storeCall { () async throws(StoreError) in try await store.events(of: id, after: after) }
+            page = try await storeCall { () async throws(StoreError) in try await store.events(of: id, tenant: request.tenant, after: after) }
         }
         return json(200, Rendering.eventsBody(page), requestID: requestID)
     }

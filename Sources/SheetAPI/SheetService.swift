@@ -20,22 +20,31 @@ public final class SheetService: HTTPResponder {
     let configuration: Configuration
     let requestIDs = RequestIDSource()
     public let observer: ServiceObserver
+    /// Who may make requests (keys, protected mode), rate limits and CORS origins.
+    let access: AccessPolicy
 
-    public init(store: SessionStore, configuration: Configuration = Configuration(), observer: ServiceObserver = ServiceObserver()) {
+    public init(store: SessionStore, configuration: Configuration = Configuration(), observer: ServiceObserver = ServiceObserver(),
+                access: AccessPolicy = AccessPolicy()) {
         self.store = store
         self.configuration = configuration
         self.observer = observer
+        self.access = access
     }
 
     // MARK: HTTPResponder
 
+    /// Request entry, before any body byte is read: CORS preflights, unknown routes and methods,
+    /// and `admit` (key, the role the route table asks for, protected mode, rate limit) are all
+    /// answered here.
     public func preflight(_ head: HTTPRequestHead) -> HTTPResponse? {
+        if let answer = corsPreflight(head) { return answer }
+        let refusal: HTTPResponse?
         do throws(APIError) {
-            _ = try route(of: head)
-            return nil
+            refusal = admit(head, route: try route(of: head))
         } catch {
-            return errorResponse(error, head: head)
+            refusal = errorResponse(error, head: head)
         }
+        return refusal.map { withCORS($0, for: head) }
     }
 
     // The request path keeps its synchronous work (routing, decoding, rendering) in functions
@@ -47,13 +56,19 @@ public final class SheetService: HTTPResponder {
     // thread cache.
     @inline(never)
     public func respond(to request: HTTPRequest) async -> HTTPResponse {
+        guard access.corsOrigins.isEmpty else { return withCORS(await answer(request), for: request.head) }
+        return await answer(request)
+    }
+
+    @inline(never)
+    private func answer(_ request: HTTPRequest) async -> HTTPResponse {
         let plan = self.plan(request)
-        guard case .apply(let id, let action, let ifMatch) = plan else { return await respond(plan, to: request) }
+        guard case .apply(let id, let tenant, let action, let ifMatch) = plan else { return await respond(plan, to: request) }
         // The hot path: one async frame (this one) between the task and the store. The request
         // id is made after the store call, so that it is not kept across it.
         let result: ActionResult
         do {
-            result = try await store.apply(action, to: id, ifMatch: ifMatch)
+            result = try await store.apply(action, to: id, of: tenant, ifMatch: ifMatch)
         } catch {
             return errorResponse(APIError(error), head: request.head)
         }
@@ -65,19 +80,24 @@ public final class SheetService: HTTPResponder {
     /// the calling thread. nil otherwise (a busy shard, a durable store, every other route):
     /// `respond(to:)` then plans the request again, which only the rare busy-shard case pays twice.
     public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? {
+        guard access.corsOrigins.isEmpty else { return answerInPlace(request).map { withCORS($0, for: request.head) } }
+        return answerInPlace(request)
+    }
+
+    private func answerInPlace(_ request: HTTPRequest) -> HTTPResponse? {
         switch plan(request) {
         case .answer(let response):
             return response
-        case .apply(let id, let action, let ifMatch):
-            guard let applied = store.applyInPlace(action, to: id, ifMatch: ifMatch) else { return nil }
+        case .apply(let id, let tenant, let action, let ifMatch):
+            guard let applied = store.applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch) else { return nil }
             switch applied {
             case .success(let result):
                 return actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head))
             case .failure(let error):
                 return errorResponse(APIError(error), head: request.head)
             }
-        case .route(let route):
-            return route.entry.handler(for: effectiveMethod(request.head))?.respondInPlace?(self)(request, route)
+        case .route(let route, let tenant):
+            return route.entry.handler(for: effectiveMethod(request.head))?.respondInPlace?(self)(request, route, tenant)
         case .applyOnce, .refuse:
             return nil
         }
@@ -91,14 +111,14 @@ public final class SheetService: HTTPResponder {
             return response
         case .apply:
             return await respond(to: request)
-        case .applyOnce(let id, let action, let ifMatch, let key):
-            return await performOnce(action, on: id, ifMatch: ifMatch, key: key, request: request)
-        case .refuse(let id, let error):
-            return await refuse(error, on: id, head: request.head)
-        case .route(let route):
+        case .applyOnce(let id, let tenant, let action, let ifMatch, let key):
+            return await performOnce(action, on: id, of: tenant, ifMatch: ifMatch, key: key, request: request)
+        case .refuse(let id, let tenant, let error):
+            return await refuse(error, on: id, of: tenant, head: request.head)
+        case .route(let route, let tenant):
             let requestID = requestIDs.id(for: request.head)
             do throws(APIError) {
-                return try await handle(RouteRequest(request: request, route: route, requestID: requestID))
+                return try await handle(RouteRequest(request: request, route: route, tenant: tenant, requestID: requestID))
             } catch {
                 return errorResponse(error, requestID: requestID)
             }
@@ -110,25 +130,26 @@ public final class SheetService: HTTPResponder {
         /// Answered already (refused, or an error known without the store).
         case answer(HTTPResponse)
         /// A well-formed action without an Idempotency-Key.
-        case apply(SessionID, SheetAction, ifMatch: UInt64?)
+        case apply(SessionID, Tenant, SheetAction, ifMatch: UInt64?)
         /// A well-formed action with an Idempotency-Key.
-        case applyOnce(SessionID, SheetAction, ifMatch: UInt64?, key: String)
+        case applyOnce(SessionID, Tenant, SheetAction, ifMatch: UInt64?, key: String)
         /// An action with a bad body or header, on a session that may not exist.
-        case refuse(SessionID, APIError)
-        /// Every route but actions.
-        case route(Route)
+        case refuse(SessionID, Tenant, APIError)
+        /// Every route but actions, and the tenant asking.
+        case route(Route, Tenant)
     }
 
     @inline(never)
     private func plan(_ request: HTTPRequest) -> Plan {
         do throws(APIError) {
             let route = try self.route(of: request.head)
-            guard case .action(let decode) = route.entry.answer else { return .route(route) }
+            let tenant = try self.tenant(of: request.head, route: route)
+            guard case .action(let decode) = route.entry.answer else { return .route(route, tenant) }
             let id = try sessionID(route.id)
             let asked: ActionRequest
-            do { asked = try actionRequest(decode, request) } catch { return .refuse(id, error) }
-            if let key = asked.idempotencyKey { return .applyOnce(id, asked.action, ifMatch: asked.ifMatch, key: key) }
-            return .apply(id, asked.action, ifMatch: asked.ifMatch)
+            do { asked = try actionRequest(decode, request) } catch { return .refuse(id, tenant, error) }
+            if let key = asked.idempotencyKey { return .applyOnce(id, tenant, asked.action, ifMatch: asked.ifMatch, key: key) }
+            return .apply(id, tenant, asked.action, ifMatch: asked.ifMatch)
         } catch {
             return .answer(errorResponse(error, head: request.head))
         }
@@ -157,11 +178,11 @@ public final class SheetService: HTTPResponder {
                      "Content-Length appears more than once, or together with Transfer-Encoding, so where the body ends is ambiguous; nothing was read or changed, and the connection is closed.",
                      field: "Content-Length")
         }
-        return errorResponse(error, head: head)
+        return withCORS(errorResponse(error, head: head), for: head)
     }
 
     public func completed(_ record: HTTPExchangeRecord) {
-        observer.completed(record, route: Route(path: record.head.path))
+        observer.completed(record, route: Route(path: record.head.path)) { tenantForLog(record.head) }
     }
 
     // MARK: Routing
@@ -199,9 +220,9 @@ public final class SheetService: HTTPResponder {
     /// An action whose body or headers `plan` refused. An unknown session outranks a bad body,
     /// so look at the session before blaming the body.
     @inline(never)
-    private func refuse(_ error: APIError, on id: SessionID, head: HTTPRequestHead) async -> HTTPResponse {
+    private func refuse(_ error: APIError, on id: SessionID, of tenant: Tenant, head: HTTPRequestHead) async -> HTTPResponse {
         do throws(APIError) {
-            try await requireSession(id)
+            try await requireSession(id, of: tenant)
         } catch {
             return errorResponse(error, head: head)
         }
@@ -227,12 +248,12 @@ public final class SheetService: HTTPResponder {
     /// An action sent with an `Idempotency-Key`: applied at most once, its answer replayed.
     @inline(never)
     private func performOnce(
-        _ action: SheetAction, on id: SessionID, ifMatch: UInt64?, key: String, request: HTTPRequest
+        _ action: SheetAction, on id: SessionID, of tenant: Tenant, ifMatch: UInt64?, key: String, request: HTTPRequest
     ) async -> HTTPResponse {
         let requestID = requestIDs.id(for: request.head)
         let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.body)
         do {
-            let answer = try await store.apply(action, to: id, ifMatch: ifMatch, idempotency: idempotency) { result in
+            let answer = try await store.apply(action, to: id, of: tenant, ifMatch: ifMatch, idempotency: idempotency) { result in
                 switch result {
                 case .success(let result):
                     return Self.stored(self.actionAnswer(result, action: action, requestID: requestID))

@@ -69,7 +69,7 @@ public final class RequestHarness: Sendable {
         var stale = false
         if let expected = Self.simpleIfMatch(request.head), request.head.headers["Idempotency-Key"] == nil,
            let id = ids.first(where: { request.head.path.hasPrefix("/sessions/\($0)") }).flatMap(SessionID.init),
-           let current = try? await store.session(id) {
+           let current = try? await store.session(id, of: .default) {
             stale = current.sheet.version != expected
         }
         let inPlace = service.respondInPlace(to: request)

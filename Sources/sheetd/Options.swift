@@ -18,6 +18,13 @@ struct Options {
     var dataDirectory = "sheetd-data"
     var sync = "normal"
     var check: String?
+    var authKeys: String?
+    var allowUnauthenticated = false
+    var maxSessionsPerTenant: Int?
+    var tlsCertificate: String?
+    var tlsKey: String?
+    var rateLimit = 0
+    var corsOrigins: [String] = []
 
     struct Flag: Sendable {
         let name: String
@@ -44,6 +51,13 @@ struct Options {
         Flag(name: "data-dir", value: "PATH", help: "keep sessions in PATH/sheetd.sqlite3, created if missing (default sheetd-data)") { $0.dataDirectory = $1 },
         Flag(name: "sync", value: "normal|full", help: "normal: what was answered survives a crash of sheetd; full: also a power loss (default normal)") { o, v throws(UsageError) in o.sync = try choice(v, "sync", ["normal", "full"]) },
         Flag(name: "memory", value: "", help: "keep sessions in memory only, no --data-dir: lost when the process stops") { o, _ in o.memory = true },
+        Flag(name: "auth-keys", value: "FILE", help: "API keys: lines of \"<tenant> <role> <sha256-hex>\" (see `sheetd keys new`); re-read on SIGHUP") { $0.authKeys = $1 },
+        Flag(name: "allow-unauthenticated", value: "", help: "without --auth-keys, serve every address, not only loopback (no key asked)") { o, _ in o.allowUnauthenticated = true },
+        Flag(name: "max-sessions-per-tenant", value: "N", help: "sessions one tenant may hold; creating more answers 503 (default: --max-sessions)") { o, v throws(UsageError) in o.maxSessionsPerTenant = try integer(v, "max-sessions-per-tenant", 1...100_000_000) },
+        Flag(name: "tls-cert", value: "FILE", help: "serve HTTPS with this PEM certificate (chain); needs --tls-key") { $0.tlsCertificate = $1 },
+        Flag(name: "tls-key", value: "FILE", help: "the PEM private key of --tls-cert") { $0.tlsKey = $1 },
+        Flag(name: "rate-limit", value: "N", help: "requests per second per key (per client address without keys), bursts of N; 0 is off (default)") { o, v throws(UsageError) in o.rateLimit = try integer(v, "rate-limit", 0...1_000_000) },
+        Flag(name: "cors-origin", value: "ORIGIN", help: "let browser pages from ORIGIN (https://app.example) call the API; repeatable") { o, v throws(UsageError) in o.corsOrigins += try origins(v) },
         Flag(name: "check", value: "URL", help: "health check: GET the URL, exit 0 on 200, else 1 (for container HEALTHCHECK)") { $0.check = $1 },
     ]
 
@@ -86,7 +100,28 @@ struct Options {
             }
             try flag.apply(&options, value)
         }
+        if (options.tlsCertificate == nil) != (options.tlsKey == nil) {
+            throw UsageError(message: "--tls-cert and --tls-key go together: give both (HTTPS) or neither (plain HTTP)")
+        }
+        if options.authKeys != nil && options.allowUnauthenticated {
+            throw UsageError(message: "--allow-unauthenticated cannot be combined with --auth-keys: with keys, every request needs one")
+        }
         return options
+    }
+
+    /// One or more (comma-separated) origins, each `scheme://host[:port]` exactly as a browser
+    /// sends it in `Origin`; `*` is refused (the API takes credentials).
+    private static func origins(_ text: String) throws(UsageError) -> [String] {
+        var result: [String] = []
+        for origin in text.split(separator: ",").map({ String($0).trimmingSpaces }) where !origin.isEmpty {
+            let parts = origin.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 3, parts[0] == "http:" || parts[0] == "https:", parts[1].isEmpty, !parts[2].isEmpty,
+                  parts[2].allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "*" }) else {
+                throw UsageError(message: "--cors-origin must be an origin such as https://app.example or http://localhost:3000 (no path, no *), not \"\(origin)\"")
+            }
+            result.append(origin)
+        }
+        return result
     }
 
     static var usage: String {
@@ -94,6 +129,7 @@ struct Options {
         sheetd: serves sheet sessions (the state machine of an iOS modal sheet) over HTTP.
 
         Usage: sheetd [flags]
+               sheetd keys new --tenant TENANT --role app|observer|operator
 
         Every flag can also be set as an environment variable: --max-sessions is SHEETD_MAX_SESSIONS.
         DURATION is a number with a unit: 500ms, 30s, 10m, 24h (a bare number is seconds).
@@ -107,6 +143,11 @@ struct Options {
         }
         text += pad("  --help") + "print this help\n"
         text += "\nSIGINT or SIGTERM stops it gracefully: it stops accepting, finishes what is in flight, exits 0.\n"
+        text += "SIGHUP re-reads --auth-keys; a file with a mistake keeps the keys in use (and says which line).\n"
+        text += "\nWithout --auth-keys sheetd answers loopback clients only (protected mode); others get 403\n"
+        text += "auth_required until keys are configured or --allow-unauthenticated is given. With keys, each\n"
+        text += "request sends Authorization: Bearer <key>; roles: app (its tenant's sessions), observer (reads\n"
+        text += "them), operator (/metrics). /healthz and /openapi.yaml need no key.\n"
         text += "Sessions are durable by default: an answer is sent only once its change is committed to\n"
         text += "--data-dir/sheetd.sqlite3, and a restart carries on where sheetd stopped. Back it up while\n"
         text += "it runs with: sqlite3 sheetd-data/sheetd.sqlite3 \".backup backup.sqlite3\"\n"
@@ -148,6 +189,10 @@ struct Options {
 }
 
 extension String {
+    var trimmingSpaces: String {
+        String(drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
+    }
+
     func replacingOccurrences(of target: String, with replacement: String) -> String {
         split(separator: Character(target), omittingEmptySubsequences: false).joined(separator: replacement)
     }

@@ -1,3 +1,4 @@
+import AccessControl
 import Dispatch
 import Glibc
 import HTTPServer
@@ -9,7 +10,11 @@ import SheetAPI
 
 // First, on the main thread and before any other thread exists: block the stop signals, so every
 // thread inherits the mask and only SignalWaiter's sigwait thread ever receives them.
-SignalWaiter.block([SIGINT, SIGTERM])
+SignalWaiter.block([SIGINT, SIGTERM, SIGHUP])
+
+if CommandLine.arguments.count > 1 && CommandLine.arguments[1] == "keys" {
+    exit(KeysCommand.run(CommandLine.arguments.dropFirst(2)))
+}
 
 let options: Options
 do {
@@ -32,7 +37,7 @@ do {
     exit(2)
 }
 
-if let url = options.check { exit(HealthCheck.run(url)) }
+if let url = options.check { exit(HealthCheck.run(url, tls: options.tlsCertificate != nil)) }
 
 Service.run(options)
 
@@ -51,7 +56,8 @@ enum Service {
         storeConfiguration.idempotencyCapacity = options.idempotencyKeys
         let (archive, contents) = openArchive(options)
         let store = SessionStore(configuration: storeConfiguration, archive: archive, restoring: contents)
-        let service = SheetService(store: store, observer: observer)
+        let keyRing = options.authKeys.map { path in KeyRing(loadKeys(path, startingUp: true) ?? []) }
+        let service = SheetService(store: store, observer: observer, access: accessPolicy(options, keyRing: keyRing))
 
         var httpConfiguration = HTTPServerConfiguration()
         httpConfiguration.host = options.host
@@ -61,6 +67,7 @@ enum Service {
         httpConfiguration.maxConnections = options.maxConnections
         httpConfiguration.maxConnectionsPerClient = options.maxConnectionsPerClient
         httpConfiguration.errorLog = { observer.serverError($0) }
+        httpConfiguration.tls = tlsCredentials(options)
         let server = HTTPServer(configuration: httpConfiguration, responder: service)
         observer.readServerFigures {
             ServiceObserver.ServerFigures(openConnections: server.openConnections, requestSuspensions: server.requestSuspensions)
@@ -75,7 +82,12 @@ enum Service {
         }
         let shownHost = options.host.contains(":") ? "[\(options.host)]" : options.host
         // The one line scripts wait for; written directly so it appears whatever the log level.
-        printError("listening on http://\(shownHost):\(port)")
+        printError("listening on \(options.tlsCertificate == nil ? "http" : "https")://\(shownHost):\(port)")
+        if let keyRing {
+            printError("API keys: \(keyRing.count) from \(options.authKeys ?? ""), tenants \(keyRing.tenants.sorted().joined(separator: ", "))")
+        } else if !options.allowUnauthenticated {
+            printError("protected mode: no --auth-keys, so only loopback clients are served (see --help)")
+        }
 
         // The idle sweep: a tenth of the TTL between passes (at most a minute), each pass in small slices.
         let ttl = options.sessionTTL
@@ -87,8 +99,22 @@ enum Service {
             }
         }
 
-        // The main thread takes the stop signal itself (blocked everywhere, so sigwait gets it).
-        let received = SignalWaiter.wait([SIGINT, SIGTERM])
+        // The main thread takes the signals itself (blocked everywhere, so sigwait gets them):
+        // SIGHUP re-reads the keys file, SIGINT and SIGTERM stop.
+        var received = SignalWaiter.wait([SIGINT, SIGTERM, SIGHUP])
+        while received == SIGHUP {
+            if let keyRing, let path = options.authKeys {
+                if let entries = loadKeys(path, startingUp: false) {
+                    keyRing.replace(with: entries)
+                    observer.info("SIGHUP: \(entries.count) API keys loaded from \(path)")
+                } else {
+                    observer.serverError("SIGHUP: \(path) not loaded; the \(keyRing.count) keys in use stay")
+                }
+            } else {
+                observer.info("SIGHUP ignored: no --auth-keys file to re-read")
+            }
+            received = SignalWaiter.wait([SIGINT, SIGTERM, SIGHUP])
+        }
         observer.info("received \(received == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
         sweeper.cancel()
         let stopped = DispatchSemaphore(value: 0)
@@ -104,6 +130,43 @@ enum Service {
         stopped.wait()
         observer.info("stopped")
         exit(0)
+    }
+
+    /// The keys file's entries. A file that cannot be read or has a mistake stops start-up
+    /// (naming the line); on a reload it is reported and nil is returned.
+    static func loadKeys(_ path: String, startingUp: Bool) -> [KeyEntry]? {
+        do {
+            return try KeyFile.parse(try readFile(path))
+        } catch let error as KeyFileError {
+            printError("--auth-keys \(path): \(error.description)")
+        } catch {
+            printError("--auth-keys \(path): \(error)")
+        }
+        if startingUp { exit(2) }
+        return nil
+    }
+
+    static func accessPolicy(_ options: Options, keyRing: KeyRing?) -> AccessPolicy {
+        var policy = AccessPolicy()
+        if let keyRing {
+            policy.callers = .keys(keyRing)
+        } else {
+            policy.callers = options.allowUnauthenticated ? .anyone : .loopback
+        }
+        if options.rateLimit > 0 { policy.rateLimiter = RateLimiter(requestsPerSecond: options.rateLimit) }
+        policy.corsOrigins = options.corsOrigins
+        return policy
+    }
+
+    /// The PEM files of --tls-cert and --tls-key; one that cannot be read stops start-up.
+    static func tlsCredentials(_ options: Options) -> TLSCredentials? {
+        guard let certificate = options.tlsCertificate, let key = options.tlsKey else { return nil }
+        do {
+            return TLSCredentials(certificatePEM: try readFile(certificate), privateKeyPEM: try readFile(key))
+        } catch {
+            printError("\(error)")
+            exit(2)
+        }
     }
 
     /// The store's backing: nothing with `--memory`, else the SQLite file in `--data-dir`, read
@@ -125,4 +188,26 @@ enum Service {
             exit(1)
         }
     }
+}
+
+
+struct FileReadError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// A whole (small) file as text.
+func readFile(_ path: String) throws(FileReadError) -> String {
+    guard let file = fopen(path, "rb") else {
+        throw FileReadError(description: "cannot read \(path): \(String(cString: strerror(errno)))")
+    }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = fread(&buffer, 1, buffer.count, file)
+        if count <= 0 { break }
+        bytes += buffer[0..<count]
+        if bytes.count > 16 << 20 { throw FileReadError(description: "\(path) is larger than 16 MiB") }
+    }
+    return String(decoding: bytes, as: UTF8.self)
 }

@@ -57,10 +57,10 @@ struct SQLiteArchiveTests {
         #expect(try archive.load().sessions.isEmpty)
         var commits: [ArchiveCommit] = []
         commits.append(archive.submit([
-            .created(busyID, ordinal: 1, sheet: busy, lastAccess: 10),
-            .created(askingID, ordinal: 2, sheet: asking, lastAccess: 11),
-            .created(dismissedID, ordinal: 3, sheet: dismissed, lastAccess: 12),
-            .created(goneID, ordinal: 4, sheet: Sheet(configuration: config, now: t0), lastAccess: 13),
+            .created(busyID, ordinal: 1, sheet: busy, lastAccess: 10, tenant: .default),
+            .created(askingID, ordinal: 2, sheet: asking, lastAccess: 11, tenant: .default),
+            .created(dismissedID, ordinal: 3, sheet: dismissed, lastAccess: 12, tenant: .default),
+            .created(goneID, ordinal: 4, sheet: Sheet(configuration: config, now: t0), lastAccess: 13, tenant: .default),
         ]))
         for index in 0..<300 {
             let to: Detent = index % 2 == 0 ? .medium : .large
@@ -114,40 +114,40 @@ struct SQLiteArchiveTests {
 
         let archive = try SQLiteArchive.open(directory: directory.path)
         let store = SessionStore(archive: archive, restoring: try archive.load())
-        let first = try await store.create(config)
-        let second = try await store.create(config)
-        _ = try await store.apply(.drag(.detent(.medium)), to: first.id)
-        _ = try await store.apply(.drag(.detent(.height(300))), to: first.id)
+        let first = try await store.create(config, for: .default)
+        let second = try await store.create(config, for: .default)
+        _ = try await store.apply(.drag(.detent(.medium)), to: first.id, of: .default)
+        _ = try await store.apply(.drag(.detent(.height(300))), to: first.id, of: .default)
         let request = IdempotencyRequest(key: "k1", method: "POST", path: "/sessions/\(second.id)/dismiss", body: [])
-        let applied = try await store.apply(.dismiss(.done), to: second.id, ifMatch: nil, idempotency: request) { _ in
+        let applied = try await store.apply(.dismiss(.done), to: second.id, of: .default, ifMatch: nil, idempotency: request) { _ in
             answer("first answer")
         }
         #expect(!applied.replayed)
-        let before = try await store.session(first.id)
-        let third = try await store.create(config)
-        try await store.delete(third.id)
+        let before = try await store.session(first.id, of: .default)
+        let third = try await store.create(config, for: .default)
+        try await store.delete(third.id, of: .default)
         await store.close()
 
         let again = try SQLiteArchive.open(directory: directory.path)
         let restored = SessionStore(archive: again, restoring: try again.load())
-        let after = try await restored.session(first.id)
+        let after = try await restored.session(first.id, of: .default)
         #expect(after.sheet == before.sheet)
         #expect(after.sheet.phase == .confirming)
         #expect(restored.sessionCount == 2)
         // The idempotency answer survived: a retry is replayed, not applied again.
-        let retried = try await restored.apply(.dismiss(.done), to: second.id, ifMatch: nil, idempotency: request) { _ in
+        let retried = try await restored.apply(.dismiss(.done), to: second.id, of: .default, ifMatch: nil, idempotency: request) { _ in
             answer("second answer")
         }
         #expect(retried.replayed)
         #expect(retried.answer.body == Array("first answer".utf8))
         // Ordinals continue past every one given before, the deleted third included.
-        let fourth = try await restored.create(config)
-        let page = await restored.list(phase: nil, after: 0, limit: 10)
+        let fourth = try await restored.create(config, for: .default)
+        let page = await restored.list(of: .default, phase: nil, after: 0, limit: 10)
         #expect(page.sessions.map(\.id) == [first.id, second.id, fourth.id])
-        let tail = await restored.list(phase: nil, after: 3, limit: 10)
+        let tail = await restored.list(of: .default, phase: nil, after: 3, limit: 10)
         #expect(tail.sessions.map(\.id) == [fourth.id])
         // Confirm, then the events continue from where they stopped.
-        let confirmed = try await restored.apply(.confirm(.cancel), to: first.id)
+        let confirmed = try await restored.apply(.confirm(.cancel), to: first.id, of: .default)
         #expect(confirmed.outcome.events.map(\.seq) == [4])
         await restored.close()
     }
@@ -211,7 +211,7 @@ struct SQLiteArchiveTests {
     private func archiveWithOneSession(in directory: TemporaryDirectory) async throws -> SQLiteArchive {
         let archive = try SQLiteArchive.open(directory: directory.path)
         _ = try archive.load()
-        await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1)]).wait()
+        await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1, tenant: .default)]).wait()
         return archive
     }
 
@@ -263,7 +263,7 @@ struct SQLiteArchiveTests {
         _ = try archive.load()
         let config = try seedConfiguration()
         let changes: [ArchiveChange] = (0..<400).map {
-            .created(.random(), ordinal: UInt64($0 + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1)
+            .created(.random(), ordinal: UInt64($0 + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)
         }
         await archive.submit(changes).wait()
         archive.close()
@@ -294,7 +294,7 @@ struct SQLiteArchiveTests {
         let config = try seedConfiguration()
         let ids = (0..<3000).map { _ in SessionID.random() }
         await archive.submit(ids.enumerated().map { index, id in
-            .created(id, ordinal: UInt64(index + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1)
+            .created(id, ordinal: UInt64(index + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)
         }).wait()
         let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)
         let full = try database.integer("PRAGMA page_count")

@@ -57,6 +57,10 @@ extension ServiceObserver {
         out.family("sheetd_gesture_targets_total", "counter", "Where released gestures settled: a detent, or closed.")
         out.sample("sheetd_gesture_targets_total", [("target", "detent")], Double(m.gestureTargets[0].current))
         out.sample("sheetd_gesture_targets_total", [("target", "closed")], Double(m.gestureTargets[1].current))
+        out.family("sheetd_auth_failures_total", "counter", "Requests refused before their route: no or unknown key, a role that does not allow it, protected mode, rate limit.")
+        for (index, refusal) in AccessRefusal.allCases.enumerated() {
+            out.sample("sheetd_auth_failures_total", [("reason", refusal.rawValue)], Double(m.refusals[index].current))
+        }
         let server = serverFigures
         out.family("sheetd_open_connections", "gauge", "HTTP connections open now.")
         out.sample("sheetd_open_connections", [], Double(server.openConnections))

@@ -31,6 +31,7 @@ final class Metrics: Sendable {
     let interceptions: [CounterCell]     // threshold, closed
     let confirmations: [CounterCell]     // by ConfirmAction
     let gestureTargets: [CounterCell]    // detent, closed
+    let refusals: [CounterCell]          // by AccessRefusal
 
     static let eventTypes = SheetEvent.EventType.allCases
     static let dismissReasons = DismissReason.allCases
@@ -47,6 +48,7 @@ final class Metrics: Sendable {
         interceptions = cells(2)
         confirmations = cells(Self.confirmActions.count)
         gestureTargets = cells(2)
+        refusals = cells(AccessRefusal.allCases.count)
     }
 
     static func methodIndex(_ method: String) -> Int {
@@ -87,4 +89,8 @@ final class Metrics: Sendable {
 
     /// A created session's `presented` event.
     func recordCreated() { events[Self.eventTypes.firstIndex(of: .presented)!].add() }
+
+    func recordRefusal(_ refusal: AccessRefusal) {
+        refusals[AccessRefusal.allCases.firstIndex(of: refusal)!].add()
+    }
 }

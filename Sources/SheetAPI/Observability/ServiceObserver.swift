@@ -51,12 +51,13 @@ public final class ServiceObserver: Sendable {
         serverSource.withLock { $0 }?() ?? ServerFigures(openConnections: 0, requestSuspensions: 0)
     }
 
-    func completed(_ record: HTTPExchangeRecord, route parsed: Route?) {
+    /// `tenant` is asked only when the line is written (it may hash the request's key).
+    func completed(_ record: HTTPExchangeRecord, route parsed: Route?, tenant: () -> String) {
         let seconds = record.seconds
         let needed: LogLevel = record.status >= 500 ? .error : record.status >= 400 ? .warn : .info
         metrics.recordRequest(route: parsed, method: record.head.method.rawValue, status: record.status, seconds: seconds)
         guard needed >= level, level != .off else { return }
-        log.write(line(record, route: parsed?.template, seconds: seconds))
+        log.write(line(record, route: parsed?.template, tenant: tenant(), seconds: seconds))
     }
 
     /// A fault of the server itself (not of a request): always logged unless logging is off.
@@ -86,13 +87,14 @@ public final class ServiceObserver: Sendable {
         }
     }
 
-    private func line(_ record: HTTPExchangeRecord, route: String?, seconds: Double) -> String {
+    /// One request's line: the tenant names the caller; no key or Authorization header is ever written.
+    private func line(_ record: HTTPExchangeRecord, route: String?, tenant: String, seconds: Double) -> String {
         let requestID = record.responseHeaders["X-Request-Id"] ?? "-"
         switch format {
         case .text:
             let millis = (seconds * 1000 * 1000).rounded() / 1000
             let interrupted = record.completedNormally ? "" : " (client gone)"
-            return "\(Self.now()) \(requestID) \(record.head.method.rawValue) \(record.head.path) \(record.status) \(millis)ms\(interrupted)\n"
+            return "\(Self.now()) \(requestID) \(record.head.method.rawValue) \(record.head.path) \(record.status) tenant=\(tenant) \(millis)ms\(interrupted)\n"
         case .json:
             var writer = JSONWriter(capacity: 256)
             writer.beginObject()
@@ -107,6 +109,7 @@ public final class ServiceObserver: Sendable {
             writer.key("bytesIn"); writer.integer(record.bytesIn)
             writer.key("bytesOut"); writer.integer(record.bytesOut)
             writer.key("client"); writer.string(record.head.clientAddress)
+            writer.key("tenant"); writer.string(tenant)
             writer.key("completed"); writer.bool(record.completedNormally)
             writer.endObject()
             return String(decoding: writer.bytes, as: UTF8.self) + "\n"

@@ -49,7 +49,7 @@ final class SheetdProcess: @unchecked Sendable {
             let data = handle.availableData
             if data.isEmpty { break }
             collected += String(decoding: data, as: UTF8.self)
-            if let range = collected.range(of: #"listening on http://[^\s]+:(\d+)"#, options: .regularExpression) {
+            if let range = collected.range(of: #"listening on https?://[^\s]+:(\d+)"#, options: .regularExpression) {
                 let match = String(collected[range])
                 port = Int(match.split(separator: ":").last ?? "")
             }
