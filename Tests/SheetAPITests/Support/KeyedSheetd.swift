@@ -1,0 +1,121 @@
+import AccessControl
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real sheetd started with `--auth-keys`, and the keys its file lists (made here, as
+/// `sheetd keys new` makes them), so tests can call it as each tenant and role.
+final class KeyedSheetd: @unchecked Sendable {
+    // @unchecked Sendable: `keys` is fixed after init; the file is rewritten only by the test
+    // that owns this server.
+    let server: SheetdProcess
+    let directory: URL
+    let keysFile: URL
+    /// Key of each holder, e.g. "acme/app".
+    private(set) var keys: [String: String] = [:]
+    private var lines: [String: String] = [:]
+
+    /// `holders`: "tenant/role" each.
+    init(_ holders: [String], arguments: [String] = []) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("sheetd-keys-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        keysFile = directory.appendingPathComponent("keys")
+        var keys: [String: String] = [:]
+        var lines: [String: String] = [:]
+        for holder in holders {
+            let parts = holder.split(separator: "/").map(String.init)
+            let key = NewKey(tenant: parts[0], role: Role(rawValue: parts[1])!)
+            keys[holder] = key.key
+            lines[holder] = key.line
+        }
+        self.keys = keys
+        self.lines = lines
+        try Self.fileText(holders.compactMap { lines[$0] }).write(to: keysFile, atomically: true, encoding: .utf8)
+        server = try SheetdProcess(["--auth-keys", keysFile.path] + arguments)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    /// Rewrites the keys file with the lines of `holders` only (and a comment and a blank line).
+    func write(_ holders: [String], extra: String = "") throws {
+        try (Self.fileText(holders.compactMap { lines[$0] }) + extra).write(to: keysFile, atomically: true, encoding: .utf8)
+    }
+
+    private static func fileText(_ lines: [String]) -> String {
+        "# written by a test\n\n" + lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Sends SIGHUP and waits for the reload's log line (`loaded` or `not loaded`).
+    func reload(expecting marker: String) throws {
+        let before = server.stderr.components(separatedBy: marker).count
+        kill(server.process.processIdentifier, SIGHUP)
+        let deadline = Date().addingTimeInterval(20)
+        while server.stderr.components(separatedBy: marker).count == before {
+            guard Date() < deadline else { throw TestClientError(description: "no \"\(marker)\" after SIGHUP: \(server.stderr)") }
+            usleep(10_000)
+        }
+    }
+
+    /// One request on a fresh connection (a refusal at the head closes its connection), as `holder`
+    /// ("acme/app"), or with no key for nil.
+    func call(_ holder: String?, _ method: String, _ path: String, body: String? = nil,
+              headers: [(String, String)] = []) throws -> TestResponse {
+        var headers = headers
+        if let holder { headers.append(("Authorization", "Bearer \(keys[holder]!)")) }
+        return try server.client().request(method, path, body: body, headers: headers)
+    }
+
+    /// A session created by `holder`; its id.
+    func createSession(_ holder: String) throws -> String {
+        let created = try call(holder, "POST", "/sessions", body: #"{"detents":["large","medium"],"thresholdDetent":"height:300"}"#)
+        guard created.status == 201, let id = created.json["id"] as? String else {
+            throw TestClientError(description: "create as \(holder) answered \(created.status) \(created.text)")
+        }
+        return id
+    }
+}
+
+/// Runs the sheetd binary to its end (start-up failures, `keys new`): exit status and output.
+func runSheetd(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
+    try runToEnd(SheetdProcess.binary, arguments, environment: environment)
+}
+
+/// Runs a program to its end (at most 30 s): exit status and output.
+func runToEnd(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SHEETD_") }
+    env.merge(environment) { $1 }
+    process.environment = env
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    let deadline = Date().addingTimeInterval(30)
+    while process.isRunning, Date() < deadline { usleep(10_000) }
+    if process.isRunning {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        throw TestClientError(description: "\(executable.lastPathComponent) \(arguments) did not end by itself")
+    }
+    process.waitUntilExit()
+    return (process.terminationStatus, drain(output), drain(errors))
+}
+
+/// What is in a pipe now, without waiting for its end: another sheetd started meanwhile by
+/// another test may hold the write end open (see `SheetdProcess.stop`).
+private func drain(_ pipe: Pipe) -> String {
+    let fd = pipe.fileHandleForReading.fileDescriptor
+    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if count <= 0 { break }
+        bytes += chunk[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
