@@ -20,6 +20,9 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <poll.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -133,10 +136,23 @@ struct sheetd_daemon_options {
     void *completed_cls;
     MHD_NotifyConnectionCallback notify_connection;
     void *notify_connection_cls;
+    /* Sees each request's target exactly as it arrived (before libmicrohttpd unescapes it). */
+    void *(*uri_log)(void *cls, const char *uri, struct MHD_Connection *connection);
+    void *uri_log_cls;
     struct sheetd_log_sink *log_sink; /* must outlive the daemon */
     const char *tls_certificate;      /* PEM; with tls_key: serve HTTPS (MHD_USE_TLS); else NULL */
     const char *tls_key;              /* PEM; must outlive the daemon, like the certificate */
 };
+
+/*
+ * MHD_OPTION_UNESCAPE_CALLBACK that leaves the text as it is. The server reads the path and the
+ * query from the raw target itself (see uri_log): libmicrohttpd's own unescaping turns "%2F" into
+ * a separator and cuts the path at "%00", and its result is never used, so it is not worth its cost.
+ */
+static inline size_t sheetd_keep_escapes(void *cls, struct MHD_Connection *connection, char *s) {
+    (void)cls; (void)connection;
+    return strlen(s);
+}
 
 /*
  * Starts a daemon on an already listening socket with
@@ -145,7 +161,7 @@ struct sheetd_daemon_options {
  * Options are passed as one MHD_OPTION_ARRAY so zero-valued ones can be left out.
  */
 static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_options *o) {
-    struct MHD_OptionItem items[12];
+    struct MHD_OptionItem items[16];
     unsigned int n = 0;
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, (intptr_t)o->listen_fd, NULL };
     if (o->thread_pool_size > 1)
@@ -157,6 +173,9 @@ static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->connection_memory_limit, NULL };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)o->completed, o->completed_cls };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)o->notify_connection, o->notify_connection_cls };
+    if (o->uri_log != NULL)
+        items[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)o->uri_log, o->uri_log_cls };
+    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)&sheetd_keep_escapes, NULL };
     unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
                          | o->extra_flags;
     if (o->tls_certificate != NULL && o->tls_key != NULL) {
@@ -199,6 +218,14 @@ static inline int sheetd_client_address(struct MHD_Connection *connection, char 
     }
     if (ok == NULL) return -1;
     return (int)strlen(buf);
+}
+
+/* Bytes of the request's head, from the first byte of the method to the end of the empty line
+   (MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE), or 0 if unknown. */
+static inline size_t sheetd_request_head_size(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    return info == NULL ? 0 : info->header_size;
 }
 
 /* The connection's socket, or -1. */
@@ -244,6 +271,89 @@ static inline int sheetd_socket_unsent(int fd) {
 static inline enum MHD_Result sheetd_set_connection_timeout(struct MHD_Connection *connection,
                                                             unsigned int seconds) {
     return MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/* Sends an answer on a non-blocking socket without waiting, then shuts down the sending side
+   (the peer reads the answer, then the end). Returns the bytes sent, or -1. */
+static inline long sheetd_send_then_shut(int fd, const void *bytes, size_t count) {
+    ssize_t sent = send(fd, bytes, count, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(fd, SHUT_WR);
+    return (long)sent;
+}
+
+/* The current time as an HTTP date (IMF-fixdate) in buf; returns its length or 0. */
+static inline size_t sheetd_http_date(char *buf, size_t len) {
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm) == NULL) return 0;
+    static const char *days[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+    static const char *months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    int n = snprintf(buf, len, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
+                     months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    return (n > 0 && (size_t)n < len) ? (size_t)n : 0;
+}
+
+/* ---- socket watcher (epoll; epoll_event is packed on x86-64, so Swift does not touch it) ---- */
+
+enum { SHEETD_WATCH_PEER_CLOSED = 1, SHEETD_WATCH_READABLE = 2 };
+
+/* Registers fd in the epoll set under token: peer-close events only (EPOLLRDHUP, HUP, ERR) or,
+   with readable != 0, incoming data too. Returns 0 or -1 (errno). */
+static inline int sheetd_watch_add(int epfd, int fd, uint64_t token, int readable) {
+    struct epoll_event event;
+    memset(&event, 0, sizeof event);
+    event.events = EPOLLRDHUP | EPOLLHUP | EPOLLERR | (readable ? EPOLLIN : 0);
+    event.data.u64 = token;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+
+static inline int sheetd_watch_remove(int epfd, int fd) {
+    struct epoll_event event;
+    memset(&event, 0, sizeof event);
+    return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &event);
+}
+
+/* Waits up to timeout_ms for events; writes up to max tokens and SHEETD_WATCH_* flags.
+   Returns how many, 0 on timeout or EINTR, -1 on other errors. */
+static inline int sheetd_watch_wait(int epfd, uint64_t *tokens, int *flags, int max, int timeout_ms) {
+    struct epoll_event events[64];
+    if (max > 64) max = 64;
+    int n = epoll_wait(epfd, events, max, timeout_ms);
+    if (n < 0) return errno == EINTR ? 0 : -1;
+    for (int i = 0; i < n; i++) {
+        tokens[i] = events[i].data.u64;
+        flags[i] = ((events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ? SHEETD_WATCH_PEER_CLOSED : 0)
+                 | ((events[i].events & EPOLLIN) ? SHEETD_WATCH_READABLE : 0);
+    }
+    return n;
+}
+
+/* An eventfd to wake the watcher, close-on-exec and non-blocking, or -1. */
+static inline int sheetd_wake_descriptor(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/* A second descriptor for the same socket, close-on-exec, or -1. */
+static inline int sheetd_dup_socket(int fd) {
+    return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+/* Reads and drops what is waiting on a non-blocking socket, at most max bytes. Returns the bytes
+   dropped; *ended is set when the peer finished sending (EOF) or the socket failed. */
+static inline long sheetd_drain_socket(int fd, long max, int *ended) {
+    char buffer[16384];
+    long total = 0;
+    *ended = 0;
+    while (total < max) {
+        ssize_t n = recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+        if (n > 0) { total += n; continue; }
+        if (n == 0) { *ended = 1; break; }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) *ended = 1;
+        break;
+    }
+    return total;
 }
 
 #endif /* SHEETD_CMICROHTTPD_SHIM_H */

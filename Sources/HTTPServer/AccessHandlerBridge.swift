@@ -18,14 +18,14 @@ import Glibc
 // MARK: - C entry points (they capture nothing; context travels in `cls`)
 
 /// MHD_AccessHandlerCallback. `cls` is the ServerCore (retained by HTTPServer while the daemon runs).
-let accessHandlerCallback: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadDataSize, conCls in
+let accessHandlerCallback: MHD_AccessHandlerCallback = { cls, connection, url, method, version, uploadData, uploadDataSize, conCls in
     guard let cls, let connection, let uploadDataSize, let conCls else { return MHD_Result.NO }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     if let existing = conCls.pointee {
         let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
         return core.continueRequest(context, uploadData: uploadData, uploadDataSize: uploadDataSize)
     }
-    return core.beginRequest(connection: connection, url: url, method: method, conCls: conCls)
+    return core.beginRequest(connection: connection, url: url, method: method, version: version, conCls: conCls)
 }
 
 /// MHD_RequestCompletedCallback: called for every request whose handler ran, also when the client
@@ -61,7 +61,13 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
             socketContext.pointee = nil
             // Balances the passRetained at STARTED.
             let state = Unmanaged<ConnectionState>.fromOpaque(raw).takeRetainedValue()
+            ThreadRequests.current.ended(state)
             core.connections.closed(state)
+            // libmicrohttpd closes the socket right after this call: if the client may still be
+            // sending, let it finish rather than reset the connection under the answer.
+            if state.lingers.load(ordering: .relaxed) || sheetd_socket_unread(state.fd) > 0 {
+                core.watcher.linger(fd: state.fd)
+            }
         }
     }
 }
@@ -70,7 +76,9 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
 let errorLogCallback: sheetd_log_fn = { ctx, message in
     guard let ctx, let message else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue()
-    core.errorLog(String(cString: message))
+    let line = String(cString: message)
+    core.answerLibraryRefusal(logLine: line)
+    core.errorLog(line)
 }
 
 /// MHD_ContentReaderCallback for streams. `cls` is the HTTPStream retained in `makeMHDResponse`.
@@ -88,28 +96,6 @@ let streamFreeCallback: MHD_ContentReaderFreeCallback = { cls in
     stream.responseReleased()
 }
 
-/// Collects header name/value pairs from MHD_get_connection_values.
-private let collectHeadersCallback: MHD_KeyValueIterator = { cls, _, key, value in
-    guard let cls else { return MHD_Result.NO }
-    let pairs = cls.assumingMemoryBound(to: [(name: String, value: String)].self)
-    pairs.pointee.append((
-        name: key.map { String(cString: $0) } ?? "",
-        value: value.map { String(cString: $0) } ?? ""
-    ))
-    return MHD_Result.YES
-}
-
-/// Collects query arguments from MHD_get_connection_values.
-private let collectPairsCallback: MHD_KeyValueIterator = { cls, _, key, value in
-    guard let cls else { return MHD_Result.NO }
-    let pairs = cls.assumingMemoryBound(to: [(String, String)].self)
-    pairs.pointee.append((
-        key.map { String(cString: $0) } ?? "",
-        value.map { String(cString: $0) } ?? ""
-    ))
-    return MHD_Result.YES
-}
-
 // MARK: - Request handling (on the connection's libmicrohttpd thread)
 
 extension ServerCore {
@@ -118,17 +104,19 @@ extension ServerCore {
         connection: OpaquePointer,
         url: UnsafePointer<CChar>?,
         method: UnsafePointer<CChar>?,
+        version: UnsafePointer<CChar>?,
         conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         let started = sheetd_monotonic_ns()
         let connectionState = sheetd_socket_context(connection).map {
             Unmanaged<ConnectionState>.fromOpaque($0).takeUnretainedValue()
         }
-        let head = makeHead(connection: connection, url: url, method: method,
-                            clientAddress: connectionState?.clientAddress ?? clientAddress(of: connection))
+        let (head, refusal) = readHead(connection: connection, url: url, method: method, version: version,
+                                       connectionState: connectionState)
         let headerCount = head.headers.count
         let context = RequestContext(connection: connection, startedNanoseconds: started, limits: limits, head: head)
         context.connectionState = connectionState
+        connectionState?.currentRequest = Unmanaged.passUnretained(context)
         // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
         // every request whose access handler ran.
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
@@ -143,23 +131,26 @@ extension ServerCore {
             headerCount: headerCount,
             contentLength: contentLength,
             ambiguousLength: lengthFields > 1 || (lengthFields == 1 && head.headers.contains("Transfer-Encoding")),
+            refusal: refusal,
             shuttingDown: isStopping.load(ordering: .relaxed)
         )
+        if action != .proceed, let connectionState { ThreadRequests.current.ended(connectionState) }
         switch action {
         case .reject(let rejection):
             context.connectionState?.markBusy()
+            context.connectionState?.lingerOnClose()
             var response = rejection == .serviceUnavailable
                 ? shutdownAnswer(head) : responder.rejection(rejection, head: head)
-            if rejection == .ambiguousLength {
-                // Where this request's body ends is unknown, so nothing after it on this
-                // connection can be trusted to be a request.
+            if rejection.closesConnection {
                 response.headers.replace("Connection", "close")
             }
             return queue(response, for: context)
         case .proceed:
             if let early = responder.preflight(head) {
+                if let connectionState { ThreadRequests.current.ended(connectionState) }
                 context.machine.answeredEarly()
                 context.connectionState?.markBusy()
+                context.connectionState?.lingerOnClose()
                 return queue(early, for: context)
             }
             if let contentLength, contentLength > 0 {
@@ -194,7 +185,10 @@ extension ServerCore {
             }
         }
         let complete = context.machine.requestComplete()
-        context.connectionState?.markBusy()
+        if let connectionState = context.connectionState {
+            connectionState.markBusy()
+            ThreadRequests.current.ended(connectionState)
+        }
         switch complete {
         case .respond:
             return suspendAndRespond(context)
@@ -271,7 +265,11 @@ extension ServerCore {
         requestsInProgress.subtract(1, ordering: .releasing)
         context.cancel()
         let now = sheetd_monotonic_ns()
-        context.connectionState?.markReceiving(now: now)
+        if let connectionState = context.connectionState {
+            connectionState.markReceiving(now: now)
+            connectionState.currentRequest = nil
+            ThreadRequests.current.ended(connectionState)
+        }
         var bytesOut = context.bytesOut
         if let stream = context.stream {
             bytesOut = stream.bytesSent
@@ -353,52 +351,5 @@ extension ServerCore {
             return mhdResponse
         }
     }
-
-    // MARK: - Head
-
-    private func makeHead(
-        connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?, clientAddress: String
-    ) -> HTTPRequestHead {
-        var headers: [(name: String, value: String)] = []
-        headers.reserveCapacity(16)
-        withUnsafeMutablePointer(to: &headers) { pointer in
-            _ = MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, collectHeadersCallback, pointer)
-        }
-        var query: [(String, String)] = []
-        withUnsafeMutablePointer(to: &query) { pointer in
-            _ = MHD_get_connection_values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, collectPairsCallback, pointer)
-        }
-        return HTTPRequestHead(
-            method: HTTPMethod(rawValue: method.map { String(cString: $0) } ?? ""),
-            path: url.map { String(cString: $0) } ?? "/",
-            query: query,
-            headers: HTTPHeaders(storage: headers),
-            clientAddress: clientAddress
-        )
-    }
 }
 
-/// The peer's address as text, without the port ("" if unknown).
-func clientAddress(of connection: OpaquePointer) -> String {
-    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer -> String in
-        guard let base = buffer.baseAddress, sheetd_client_address(connection, base, 64) > 0 else { return "" }
-        return String(cString: base)
-    }
-}
-
-/// Content-Length as libmicrohttpd accepted it (it refuses malformed ones itself with 400).
-/// Values too large for Int count as "too large" (Int.max).
-func parseContentLength(_ text: String) -> Int? {
-    var value = 0
-    var sawDigit = false
-    for byte in text.utf8 {
-        if byte == 0x20 || byte == 0x09 { if sawDigit { break } else { continue } }
-        guard byte >= 0x30 && byte <= 0x39 else { return nil }
-        sawDigit = true
-        let (m, o1) = value.multipliedReportingOverflow(by: 10)
-        let (a, o2) = m.addingReportingOverflow(Int(byte - 0x30))
-        if o1 || o2 { return Int.max }
-        value = a
-    }
-    return sawDigit ? value : nil
-}

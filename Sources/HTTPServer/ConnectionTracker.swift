@@ -21,6 +21,20 @@ final class ConnectionState: Sendable {
     /// Set at NOTIFY_CONNECTION CLOSED, before libmicrohttpd closes the fd: the sweeper only
     /// shuts a socket down under this lock while it is false, so it never touches a reused fd.
     let closed = LockedValue(false)
+    /// Set when the server answered a request before reading all of it: closing the socket with
+    /// the rest still arriving would reset the connection and could destroy the answer in the
+    /// client's receive buffer, so the socket lingers (`SocketWatcher.linger`).
+    let lingers = Atomic<Bool>(false)
+    /// The target of the request being read, exactly as it arrived (the URI-log callback sets
+    /// it, the same request's first access-handler call takes it).
+    // nonisolated(unsafe): both callbacks run on the connection's libmicrohttpd thread, one
+    // after the other for each request; no other thread touches it.
+    nonisolated(unsafe) var rawTarget: String?
+    /// The request between its first access-handler call and NOTIFY_COMPLETED, which retains
+    /// it for that time (`LibraryRefusals` records the answer it gave on its behalf there).
+    // nonisolated(unsafe): set and cleared by those two callbacks and read by the log callback,
+    // all on the connection's libmicrohttpd thread.
+    nonisolated(unsafe) var currentRequest: Unmanaged<RequestContext>?
 
     init(fd: Int32, clientAddress: String, now: Int64) {
         self.fd = fd
@@ -30,6 +44,10 @@ final class ConnectionState: Sendable {
 
     @inline(__always) func markBusy() {
         receivingSince.store(Self.busy, ordering: .relaxed)
+    }
+
+    @inline(__always) func lingerOnClose() {
+        lingers.store(true, ordering: .relaxed)
     }
 
     @inline(__always) func markReceiving(now: Int64) {

@@ -91,6 +91,40 @@ public enum HTTPRejection: Sendable, Hashable {
     /// smuggling), so it is refused (RFC 9112 §6.3: 400) and the connection closed after the
     /// answer. libmicrohttpd itself accepts both shapes.
     case ambiguousLength
+    /// A header field the server refuses (400, connection closed): whitespace between a field
+    /// name and its colon (RFC 9112 §5.1: `Content-Length : 5` would otherwise be read as another
+    /// field, and its body as the next request), a control character such as NUL in a value
+    /// (RFC 9110 §5.5), or an HTTP/1.1 request without exactly one `Host` (RFC 9112 §3.2).
+    case invalidHeader(name: String, problem: HeaderProblem)
+    /// A chunked body whose framing is broken (a chunk size that is not hex, data longer than
+    /// its size): 400, refused by libmicrohttpd and answered by the server (`LibraryRefusals`).
+    case malformedChunkedBody
+    /// The request line and headers outgrow the connection's memory
+    /// (`HTTPServerConfiguration.connectionMemoryLimit`): 431, as above.
+    case headTooLarge
+
+    /// Whether nothing after the refused request on its connection can be trusted to be a
+    /// request: its framing is unknown or its head was malformed.
+    public var closesConnection: Bool {
+        switch self {
+        case .ambiguousLength, .invalidHeader, .malformedChunkedBody, .headTooLarge: true
+        case .payloadTooLarge, .tooManyHeaders, .serviceUnavailable: false
+        }
+    }
+}
+
+/// What is wrong with a header field the server refuses.
+public enum HeaderProblem: Sendable, Hashable {
+    /// The name is empty or holds whitespace or a control character.
+    case invalidName
+    /// The value holds a control character other than a tab (NUL, CR, LF, ...).
+    case controlCharacterInValue
+    /// The value is not what the field allows (a `Content-Length` that is not digits).
+    case invalidValue
+    /// A field the request must carry is absent (`Host` in HTTP/1.1).
+    case missing
+    /// A field allowed once is repeated (`Host`).
+    case repeated
 }
 
 /// One finished exchange, for logs and metrics.

@@ -62,6 +62,15 @@ extension HTTPResponse {
         case .ambiguousLength:
             status = 400
             text = "ambiguous body length: Content-Length repeated or with Transfer-Encoding\n"
+        case .invalidHeader(let name, let problem):
+            status = 400
+            text = "invalid header field \(name): \(problem)\n"
+        case .malformedChunkedBody:
+            status = 400
+            text = "malformed chunked body\n"
+        case .headTooLarge:
+            status = 431
+            text = "request head too large\n"
         }
         return HTTPResponse(
             status: status,

@@ -27,6 +27,8 @@ public final class HTTPServer: Sendable {
         /// The PEM texts given to libmicrohttpd (strdup in `start()`, freed after MHD_stop_daemon).
         let tlsTexts: [UnsafeMutablePointer<CChar>]
         let sweeper: Task<Void, Never>
+        /// The socket watcher's thread (`SocketWatcher.run`), ended after MHD_stop_daemon.
+        let watcherThread: Task<Void, Never>
     }
 
     private enum Lifecycle: Sendable {
@@ -168,6 +170,8 @@ public final class HTTPServer: Sendable {
         options.completed_cls = corePointer
         options.notify_connection = notifyConnectionCallback
         options.notify_connection_cls = corePointer
+        options.uri_log = rawTargetCallback
+        options.uri_log_cls = corePointer
         options.log_sink = logSink
         var tlsTexts: [UnsafeMutablePointer<CChar>] = []
         if let tls = config.tls, let certificate = strdup(tls.certificatePEM), let key = strdup(tls.privateKeyPEM) {
@@ -195,8 +199,9 @@ public final class HTTPServer: Sendable {
                 core.sweepDeadlines()
             }
         }
+        let watcherThread = Task.detached { await runOnPlainThread { core.watcher.run() } }
         return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
-                       sweeper: sweeper)
+                       sweeper: sweeper, watcherThread: watcherThread)
     }
 
     /// How often deadlines are checked: fine enough for the shorter of the two limits.
@@ -254,6 +259,8 @@ public final class HTTPServer: Sendable {
         // @unchecked Sendable wrapper: the daemon pointer is used by this one call only.
         let daemon = DaemonHandle(pointer: running.daemon)
         await runOnPlainThread { MHD_stop_daemon(daemon.pointer) }
+        core.watcher.stop()
+        await running.watcherThread.value
 
         // 8. Close the listening socket quiesce returned (libmicrohttpd no longer owns it).
         if quiescedFD >= 0 { close(quiescedFD) }

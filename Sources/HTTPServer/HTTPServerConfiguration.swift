@@ -31,6 +31,13 @@ public struct HTTPServerConfiguration: Sendable {
     public var listenBacklog: Int = 1024
     /// HTTPS through libmicrohttpd's own TLS (GnuTLS) when set; plain HTTP when nil.
     public var tls: TLSCredentials?
+    /// Lingering close: after answering a request before reading all of it, the server keeps
+    /// reading and dropping what the client still sends, for at most this long and this many
+    /// bytes, before it closes the socket (so the client can read the answer; see `SocketWatcher`).
+    public var lingerTime: Duration = .seconds(5)
+    public var lingerBytes: Int = 16 << 20
+    /// At most this many sockets linger at once; past it, sockets close at once.
+    public var maxLingeringConnections: Int = 1024
 
     public init() {}
 }

@@ -5,8 +5,9 @@ import CMicroHTTPD
 /// libmicrohttpd asks for data (content-reader callback, suspending the connection when empty,
 /// resuming it on write).
 ///
-/// Client gone: libmicrohttpd notices only when it sends, so a stream whose client left is
-/// detected on the next write that reaches the socket (SSE keep-alive comments do this).
+/// Client gone: libmicrohttpd notices only when it sends, and does not poll a suspended
+/// connection; the server's `SocketWatcher` watches each stream's socket and ends the stream as
+/// soon as its client closes (the next write would notice too, later).
 public final class HTTPStream: Sendable {
     /// The connection a stream is attached to once its response is queued.
     // @unchecked Sendable: `connection` is only used for MHD_suspend_connection (on the
@@ -19,6 +20,8 @@ public final class HTTPStream: Sendable {
         /// The connection's socket; open while the attachment exists (the response is freed
         /// before libmicrohttpd closes the socket).
         let fd: Int32
+        /// The `SocketWatcher` token of this stream's socket, if it is watched.
+        let watchToken: UInt64?
     }
 
     private struct State: Sendable {
@@ -36,6 +39,9 @@ public final class HTTPStream: Sendable {
         var suspended = false
         var onClose: (@Sendable () -> Void)?
         var bytesSent = 0
+        /// The client closed its end (`SocketWatcher`): the next read ends the response with an
+        /// error, which makes libmicrohttpd close the connection.
+        var peerGone = false
     }
 
     private let state = LockedValue(State())
@@ -117,15 +123,30 @@ public final class HTTPStream: Sendable {
     /// The response carrying this stream was queued on `connection`.
     func attach(connection: OpaquePointer, fd: Int32, core: ServerCore) {
         core.activeStreams.add(1, ordering: .relaxed)
+        let token = core.watcher.watch(self, fd: fd)
         state.withLock { s in
-            s.attachment = Attachment(connection: connection, core: core, fd: fd)
+            s.attachment = Attachment(connection: connection, core: core, fd: fd, watchToken: token)
         }
+    }
+
+    /// The client closed its end of the connection (`SocketWatcher`, on its thread).
+    func peerClosed() {
+        var toResume: Attachment?
+        state.withLock { s in
+            if s.closed { return }
+            s.peerGone = true
+            if s.suspended {
+                s.suspended = false
+                toResume = s.attachment
+            }
+        }
+        if let toResume { Self.resume(toResume) }
     }
 
     /// The content-reader callback, on the connection's thread.
     func read(into buffer: UnsafeMutablePointer<CChar>, max: Int) -> Int {
         state.withLock { s -> Int in
-            if s.closed { return sheetd_reader_end_with_error }
+            if s.closed || s.peerGone { return sheetd_reader_end_with_error }
             var written = 0
             while written < max && s.head < s.queue.count {
                 let chunkCount = s.queue[s.head].count
@@ -176,20 +197,23 @@ public final class HTTPStream: Sendable {
     }
 
     private func close() {
-        let (handler, core) = state.withLock { s -> ((@Sendable () -> Void)?, ServerCore?) in
+        let (handler, attachment) = state.withLock { s -> ((@Sendable () -> Void)?, Attachment?) in
             if s.closed { return (nil, nil) }
             s.closed = true
             s.finished = true
-            let core = s.attachment?.core
+            let attachment = s.attachment
             s.attachment = nil
             s.queue = []
             s.head = 0
             s.offset = 0
             let handler = s.onClose
             s.onClose = nil
-            return (handler, core)
+            return (handler, attachment)
         }
-        core?.activeStreams.subtract(1, ordering: .relaxed)
+        if let attachment {
+            if let token = attachment.watchToken { attachment.core.watcher.unwatch(token) }
+            attachment.core.activeStreams.subtract(1, ordering: .relaxed)
+        }
         handler?()
     }
 

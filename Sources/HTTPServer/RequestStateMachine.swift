@@ -57,7 +57,10 @@ struct RequestStateMachine: Sendable {
 
     /// The first call: headers are in.
     /// `ambiguousLength`: `Content-Length` was sent more than once, or with `Transfer-Encoding`.
-    mutating func headReceived(headerCount: Int, contentLength: Int?, ambiguousLength: Bool = false, shuttingDown: Bool) -> HeadAction {
+    /// `refusal`: a header the server refuses (`HTTPRejection.invalidHeader`), found while reading the head.
+    mutating func headReceived(
+        headerCount: Int, contentLength: Int?, ambiguousLength: Bool = false, refusal: HTTPRejection? = nil, shuttingDown: Bool
+    ) -> HeadAction {
         guard case .head = state else {
             state = .failed
             return .reject(.serviceUnavailable)
@@ -65,6 +68,10 @@ struct RequestStateMachine: Sendable {
         if shuttingDown {
             state = .answered
             return .reject(.serviceUnavailable)
+        }
+        if let refusal {
+            state = .answered
+            return .reject(refusal)
         }
         if ambiguousLength {
             state = .answered

@@ -9,6 +9,7 @@ final class ServerCore: Sendable {
     let limits: RequestStateMachine.Limits
     let registry = SuspensionRegistry()
     let connections: ConnectionTracker
+    let watcher: SocketWatcher
     let errorLog: @Sendable (String) -> Void
 
     /// TCP connections open now (NOTIFY_CONNECTION).
@@ -40,6 +41,11 @@ final class ServerCore: Sendable {
         )
         self.errorLog = configuration.errorLog ?? { writeToStandardError("HTTPServer: \($0)") }
         self.connections = ConnectionTracker(timeout: configuration.connectionTimeout)
+        let (lingerSeconds, lingerAttoseconds) = configuration.lingerTime.components
+        self.watcher = SocketWatcher(limits: SocketWatcher.Limits(
+            lingerNanoseconds: max(0, lingerSeconds * 1_000_000_000 + lingerAttoseconds / 1_000_000_000),
+            lingerBytes: max(0, configuration.lingerBytes),
+            maxLingering: max(0, configuration.maxLingeringConnections)))
         self.suspendedRequestDeadline = configuration.suspendedRequestDeadline
         self.streamSendBufferSize = Int32(clamping: configuration.streamSendBufferSize)
     }

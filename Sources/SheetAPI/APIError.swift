@@ -24,6 +24,8 @@ public struct APIError: Error, Sendable {
         case idempotencyKeyReused = "idempotency_key_reused"
         case headersTooLarge = "headers_too_large"
         case ambiguousLength = "ambiguous_length"
+        case invalidHeader = "invalid_header"
+        case malformedChunkedBody = "malformed_chunked_body"
         case capacityExceeded = "capacity_exceeded"
         case shuttingDown = "shutting_down"
         case unauthorized
@@ -35,7 +37,7 @@ public struct APIError: Error, Sendable {
         public var status: Int {
             switch self {
             case .invalidJSON, .invalidField, .unknownField, .invalidDetent, .unknownDetent, .invalidIdempotencyKey,
-                 .ambiguousLength: 400
+                 .ambiguousLength, .invalidHeader, .malformedChunkedBody: 400
             case .sessionNotFound, .routeNotFound: 404
             case .unauthorized: 401
             case .forbidden, .authRequired: 403

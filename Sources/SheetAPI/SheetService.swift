@@ -177,8 +177,25 @@ public final class SheetService: HTTPResponder {
             APIError(.ambiguousLength,
                      "Content-Length appears more than once, or together with Transfer-Encoding, so where the body ends is ambiguous; nothing was read or changed, and the connection is closed.",
                      field: "Content-Length")
+        case .invalidHeader(let name, let problem):
+            APIError(.invalidHeader, Self.sentence(for: problem, name: name) + " Nothing was changed, and the connection is closed.",
+                     field: name)
+        case .malformedChunkedBody:
+            APIError(.malformedChunkedBody, "The chunked body is malformed (a chunk size that is not hexadecimal, or data that does not match it); nothing was changed, and the connection is closed.")
+        case .headTooLarge:
+            APIError(.headersTooLarge, "The request line and headers are larger than the server accepts; nothing was changed, and the connection is closed.")
         }
         return withCORS(errorResponse(error, head: head), for: head)
+    }
+
+    private static func sentence(for problem: HeaderProblem, name: String) -> String {
+        switch problem {
+        case .invalidName: "The header field name \"\(name)\" holds whitespace or a control character (no space may come before the colon)."
+        case .controlCharacterInValue: "The value of \(name) holds a control character such as NUL."
+        case .missing: "An HTTP/1.1 request must carry a \(name) header."
+        case .invalidValue: "The value of \(name) is not valid (Content-Length must be a decimal number of bytes)."
+        case .repeated: "The \(name) header appears more than once."
+        }
     }
 
     public func completed(_ record: HTTPExchangeRecord) {

@@ -200,6 +200,18 @@ final class RawHTTPClient {
         return response
     }
 
+    /// Everything the server still sends until it closes (nil if it does not close within the
+    /// receive timeout): what follows a complete answer on a connection that must end.
+    func readToEnd() -> [UInt8]? {
+        do {
+            while try fill() {}
+        } catch {
+            return nil
+        }
+        defer { start = buffer.count }
+        return Array(buffer[start...])
+    }
+
     /// True when the server closed the connection (reads EOF / reset) within the receive timeout.
     func waitForClose() -> Bool {
         do {

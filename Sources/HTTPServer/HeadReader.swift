@@ -1,0 +1,148 @@
+import CMicroHTTPD
+
+// Reading a request's head out of libmicrohttpd, and the checks libmicrohttpd 0.9.75 leaves to
+// the application: it takes "Content-Length : 5" as a header named "Content-Length " (and the
+// body as the next request), cuts a field value at a NUL, serves HTTP/1.1 without Host, and
+// unescapes "%2F" and "%00" into the path. The first access-handler call sees all of it before
+// the next request on the connection is parsed, so refusing there (400, connection closed)
+// stops a smuggled request.
+
+/// MHD_OPTION_URI_LOG_CALLBACK: the raw target, before libmicrohttpd touches it. Kept in the
+/// connection's state for the request's first access-handler call, which follows on the same
+/// thread. Returns nil, so `*con_cls` starts empty.
+let rawTargetCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = { _, uri, connection in
+    guard let uri, let connection, let raw = sheetd_socket_context(connection) else { return nil }
+    let state = Unmanaged<ConnectionState>.fromOpaque(raw).takeUnretainedValue()
+    let target = String(cString: uri)
+    state.rawTarget = target
+    ThreadRequests.current.began(state, connection: connection, rawTarget: target)
+    return nil
+}
+
+/// The header fields of a request, and the first one the server refuses.
+struct HeaderCollection {
+    var pairs: [(name: String, value: String)] = []
+    /// Where each name and value lies in libmicrohttpd's read buffer (`hasHiddenNUL`).
+    var spans: [(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)] = []
+    var refusal: HTTPRejection?
+}
+
+private let collectHeadersCallback: MHD_KeyValueIteratorN = { cls, _, key, keySize, value, valueSize in
+    guard let cls else { return MHD_Result.NO }
+    let collection = cls.assumingMemoryBound(to: HeaderCollection.self)
+    let nameBytes = UnsafeRawBufferPointer(start: key, count: key == nil ? 0 : keySize)
+    let valueBytes = UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : valueSize)
+    let name = String(decoding: nameBytes, as: UTF8.self)
+    if collection.pointee.refusal == nil {
+        if nameBytes.isEmpty || nameBytes.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
+            collection.pointee.refusal = .invalidHeader(name: name, problem: .invalidName)
+        } else if valueBytes.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+            collection.pointee.refusal = .invalidHeader(name: name, problem: .controlCharacterInValue)
+        }
+    }
+    collection.pointee.pairs.append((name: name, value: String(decoding: valueBytes, as: UTF8.self)))
+    collection.pointee.spans.append((name: nameBytes, value: valueBytes))
+    return MHD_Result.YES
+}
+
+/// libmicrohttpd 0.9.75 measures names and values with strlen, so "X: a\0b" arrives as "a". It
+/// parses the head in place in its read buffer, which starts at the method and ends after the
+/// empty line (`headEnd`), replacing each colon and line end with NUL: a value is followed by
+/// its line end (one or two NULs), then by the next name, or for the last one by the empty
+/// line's end (one or two NULs more). A byte other than NUL there, or more NULs than line ends
+/// take, or anything but blanks between a name's colon and its value, is what followed a NUL
+/// the client sent. Only bytes of the head are read: between two fields' pointers, or between
+/// the last value and `headEnd`. (A value that ends in one NUL before a bare LF and a CRLF
+/// looks like one that ends in CRLF CRLF and passes.)
+private func nameOrValueWithNUL(_ spans: [(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)],
+                                headEnd: UnsafeRawPointer?) -> Int? {
+    for (index, span) in spans.enumerated() {
+        guard let nameStart = span.name.baseAddress, let valueStart = span.value.baseAddress else { continue }
+        let nameEnd = nameStart + span.name.count
+        if valueStart > nameEnd && valueStart - nameEnd < 4096 {
+            let gap = UnsafeRawBufferPointer(start: nameEnd + 1, count: valueStart - nameEnd - 1)
+            if nameEnd.load(as: UInt8.self) != 0 || gap.contains(where: { $0 != 0x20 && $0 != 0x09 }) { return index }
+        }
+        let valueEnd = valueStart + span.value.count
+        let isLast = index + 1 == spans.count
+        guard let next = isLast ? headEnd : spans[index + 1].name.baseAddress,
+              next > valueEnd, next - valueEnd < 4096 else { continue }
+        let gap = UnsafeRawBufferPointer(start: valueEnd, count: next - valueEnd)
+        if gap.count > (isLast ? 4 : 2) || gap.contains(where: { $0 != 0 }) { return index }
+    }
+    return nil
+}
+
+extension ServerCore {
+    /// The header fields libmicrohttpd parsed so far, with the first one to refuse.
+    func collectHeaders(_ connection: OpaquePointer) -> HeaderCollection {
+        var collection = HeaderCollection()
+        collection.pairs.reserveCapacity(16)
+        withUnsafeMutablePointer(to: &collection) { pointer in
+            _ = MHD_get_connection_values_n(connection, MHD_ValueKind.HEADER_KIND, collectHeadersCallback, pointer)
+        }
+        return collection
+    }
+
+    /// The request's head, and the reason to refuse it at once if there is one.
+    func readHead(
+        connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
+        version: UnsafePointer<CChar>?, connectionState: ConnectionState?
+    ) -> (head: HTTPRequestHead, refusal: HTTPRejection?) {
+        let collection = collectHeaders(connection)
+        let target: RequestTarget
+        if let raw = connectionState?.rawTarget {
+            connectionState?.rawTarget = nil
+            target = RequestTarget(raw: raw)
+        } else {
+            target = RequestTarget(raw: url.map { String(cString: $0) } ?? "/")
+        }
+        let head = HTTPRequestHead(
+            method: HTTPMethod(rawValue: method.map { String(cString: $0) } ?? ""),
+            path: target.path,
+            query: target.query,
+            headers: HTTPHeaders(storage: collection.pairs),
+            clientAddress: connectionState?.clientAddress ?? clientAddress(of: connection)
+        )
+        if let refusal = collection.refusal { return (head, refusal) }
+        let headSize = sheetd_request_head_size(connection)
+        let headEnd = method.flatMap { headSize > 0 ? UnsafeRawPointer($0) + headSize : nil }
+        if let index = nameOrValueWithNUL(collection.spans, headEnd: headEnd) {
+            return (head, .invalidHeader(name: collection.pairs[index].name, problem: .controlCharacterInValue))
+        }
+        // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host.
+        if let version, strcmp(version, "HTTP/1.1") == 0 {
+            switch head.headers.count(of: "Host") {
+            case 0: return (head, .invalidHeader(name: "Host", problem: .missing))
+            case 1: break
+            default: return (head, .invalidHeader(name: "Host", problem: .repeated))
+            }
+        }
+        return (head, nil)
+    }
+}
+
+/// The peer's address as text, without the port ("" if unknown).
+func clientAddress(of connection: OpaquePointer) -> String {
+    withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer -> String in
+        guard let base = buffer.baseAddress, sheetd_client_address(connection, base, 64) > 0 else { return "" }
+        return String(cString: base)
+    }
+}
+
+/// Content-Length as libmicrohttpd accepted it (it refuses malformed ones itself with 400).
+/// Values too large for Int count as "too large" (Int.max).
+func parseContentLength(_ text: String) -> Int? {
+    var value = 0
+    var sawDigit = false
+    for byte in text.utf8 {
+        if byte == 0x20 || byte == 0x09 { if sawDigit { break } else { continue } }
+        guard byte >= 0x30 && byte <= 0x39 else { return nil }
+        sawDigit = true
+        let (m, o1) = value.multipliedReportingOverflow(by: 10)
+        let (a, o2) = m.addingReportingOverflow(Int(byte - 0x30))
+        if o1 || o2 { return Int.max }
+        value = a
+    }
+    return sawDigit ? value : nil
+}
