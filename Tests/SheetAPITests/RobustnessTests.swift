@@ -271,16 +271,20 @@ struct RobustnessTests {
     @Test(arguments: malformedKeys.map(\.name))
     func malformedIdempotencyKeyIsRefused(_ name: String) async throws {
         let value = try #require(Self.malformedKeys.first { $0.name == name }).value
+        // A control character makes the field itself invalid: the HTTP layer refuses it before
+        // the API reads the key, and closes the connection.
+        let code = name == "control character" ? "invalid_header" : "invalid_idempotency_key"
         try await offPool {
-            let client = try Self.shared.get().client()
-            let id = try Self.create(client)
-            let drag = try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: [("Idempotency-Key", value)])
+            let id = try Self.create(try Self.shared.get().client())
+            let drag = try Self.shared.get().client()
+                .request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#, headers: [("Idempotency-Key", value)])
             #expect(drag.status == 400, "\(drag.text)")
-            #expect(drag.errorCode == "invalid_idempotency_key")
-            #expect(try Self.version(client, id) == 1)
-            let create = try client.request("POST", "/sessions", body: Self.threeDetents, headers: [("Idempotency-Key", value)])
+            #expect(drag.errorCode == code)
+            #expect(try Self.version(try Self.shared.get().client(), id) == 1)
+            let create = try Self.shared.get().client()
+                .request("POST", "/sessions", body: Self.threeDetents, headers: [("Idempotency-Key", value)])
             #expect(create.status == 400)
-            #expect(create.errorCode == "invalid_idempotency_key")
+            #expect(create.errorCode == code)
         }
     }
 
