@@ -42,7 +42,7 @@ let package = Package(
             providers: [.apt(["libgnutls28-dev"])]
         ),
         .target(name: "SheetCore", swiftSettings: strict),
-        // One pthread-mutex-guarded value for the HTTP layer and the store (ThreadSanitizer sees it).
+        // The one lock type: a pthread-mutex-guarded value (ThreadSanitizer sees it).
         .target(name: "Locking", swiftSettings: strict),
         // Running an actor's work on the thread that asks for it (the drag answered without a task).
         .target(name: "InlineExecution", dependencies: ["Locking"], swiftSettings: strict),
@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "AccessControl", dependencies: ["Locking"], swiftSettings: strict),
         .target(
             name: "SheetAPI",
-            dependencies: ["SheetCore", "SessionStore", "HTTPServer", "CJansson", "AccessControl"],
+            dependencies: ["SheetCore", "SessionStore", "HTTPServer", "Locking", "CJansson", "AccessControl"],
             resources: [.embedInCode("Resources/openapi.yaml")],
             swiftSettings: strict
         ),
@@ -64,6 +64,7 @@ let package = Package(
         .systemLibrary(name: "CLibFuzzer", path: "CLibFuzzer"),
         .executableTarget(name: "sheetd-fuzz", dependencies: ["SheetFuzzing", "CLibFuzzer"], path: "Sources/sheetd-fuzz", swiftSettings: strict),
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
+        .testTarget(name: "LockingTests", dependencies: ["Locking"], swiftSettings: strict),
         .testTarget(name: "InlineExecutionTests", dependencies: ["InlineExecution"], swiftSettings: strict),
         .testTarget(name: "AccessControlTests", dependencies: ["AccessControl"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),

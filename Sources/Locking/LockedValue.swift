@@ -1,9 +1,11 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
-/// A value guarded by a pthread mutex: the one lock type of the HTTP layer and the store
-/// (both share state between plain threads and tasks).
+/// A value guarded by a pthread mutex: the one lock type of sheetd (the HTTP layer, the store,
+/// the archive and the service share state between plain threads and tasks).
 ///
 /// Used instead of `Synchronization.Mutex`, deliberately: on Linux, ThreadSanitizer does not see
 /// the happens-before edges of `Mutex`'s contended path (it lives in the uninstrumented
@@ -11,6 +13,11 @@ import Glibc
 /// a false data race, checked on this machine with a 4-thread counter. A pthread mutex is
 /// intercepted by TSan, costs the same uncontended, and keeps `swift test --sanitize=thread`
 /// meaningful. Atomics (`Synchronization.Atomic`) are inlined builtins and stay.
+///
+/// Every pthread call's result is checked: a failure (a lock taken twice by one thread, an
+/// unlock by a thread that does not hold it) stops the process instead of corrupting `value`.
+/// Debug builds use an error-checking mutex, which reports exactly those misuses; release
+/// builds the default kind, whose fast path is a single atomic.
 // @unchecked Sendable: `value` is only ever touched inside `withLock`, with `mutex` held.
 package final class LockedValue<Value: Sendable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
@@ -19,20 +26,38 @@ package final class LockedValue<Value: Sendable>: @unchecked Sendable {
     package init(_ value: Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        #if DEBUG
+        var attributes = pthread_mutexattr_t()
+        Self.check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
+        Self.check(pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK)), "pthread_mutexattr_settype")
+        Self.check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
+        Self.check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
+        #else
+        Self.check(pthread_mutex_init(mutex, nil), "pthread_mutex_init")
+        #endif
         self.value = value
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
+        Self.check(pthread_mutex_destroy(mutex), "pthread_mutex_destroy")
         mutex.deinitialize(count: 1)
         mutex.deallocate()
     }
 
     @inline(__always)
     package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
+        defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
         return try body(&value)
+    }
+
+    @inline(__always)
+    private static func check(_ result: Int32, _ call: StaticString) {
+        if result != 0 { failed(result, call) }
+    }
+
+    @inline(never)
+    private static func failed(_ result: Int32, _ call: StaticString) -> Never {
+        fatalError("\(call) failed: error \(result) (\(String(cString: strerror(result))))")
     }
 }

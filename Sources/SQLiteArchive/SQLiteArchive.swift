@@ -46,6 +46,12 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         public var freePagesKept: Int64 = 1024
         /// Log rows one compaction step scans: a step runs between two groups, so it is kept short.
         public var compactionBudget = 512
+        /// Reports a compaction or vacuum step that failed. Not fatal (nothing acknowledged is
+        /// lost: the rows or pages stay until a later step succeeds), but an operator should know.
+        public var housekeepingFailed: @Sendable (String) -> Void = { message in
+            var line = "sheetd: " + message + "\n"
+            line.withUTF8 { _ = Glibc.write(2, $0.baseAddress, $0.count) }
+        }
         /// Reports a commit that failed; must not return.
         public var commitFailed: @Sendable (String) -> Never = { message in
             var line = "sheetd: " + message + "\n"
@@ -159,16 +165,19 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     }
 
     public func submit(_ changes: [ArchiveChange]) -> ArchiveCommit {
-        startWriterOnce()
-        let (commit, signal) = queue.withLock { queue -> (ArchiveCommit, Bool) in
-            guard !queue.closing else { return (ArchiveCommit(), false) }   // never completes: nothing is answered after close
+        let accepted = queue.withLock { queue -> (commit: ArchiveCommit, signal: Bool)? in
+            guard !queue.closing else { return nil }
             queue.changes.append(contentsOf: changes)
             let signal = queue.writerIdle
             queue.writerIdle = false
             return (queue.commit, signal)
         }
-        if signal { wake.signal() }
-        return commit
+        guard let accepted else {
+            return .failed(ArchiveError("\(path) is closed; changes submitted after close are not stored"))
+        }
+        startWriterOnce()   // a writer that starts now finds the changes queued
+        if accepted.signal { wake.signal() }
+        return accepted.commit
     }
 
     public func close() {
@@ -375,6 +384,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         } catch {
             s.scanLog.reset()
             try? s.rollback.run()
+            options.housekeepingFailed("compacting the event log of \(path) failed (\(error)); the rows stay until a later step succeeds")
         }
     }
 
@@ -390,6 +400,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             }
         } catch {
             // Not fatal: the pages stay free inside the file and are reused by later writes.
+            options.housekeepingFailed("giving free pages of \(path) back failed (\(error)); they are reused by later writes")
         }
     }
 }

@@ -17,9 +17,10 @@ public protocol SessionArchive: AnyObject, Sendable {
     /// Queues `changes` behind everything submitted before and returns the commit that makes them
     /// durable. Never blocks: shards call it inside their actor turn, which is what keeps each
     /// session's changes in the order they happened. Commits complete in submission order.
+    /// After `close` the commit returned has failed: nothing submitted then is ever stored.
     func submit(_ changes: [ArchiveChange]) -> ArchiveCommit
 
-    /// Commits what is queued, then releases the storage. Nothing may be submitted afterwards.
+    /// Commits what is queued, then releases the storage. Later submits fail their commits.
     func close()
 
     /// False for an archive that drops what it is given: shards then skip describing changes.
@@ -142,17 +143,23 @@ public struct ArchiveError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Completes when a group of submitted changes is committed; any number of tasks may wait on it.
-/// One object serves every change of a group commit, so waiting costs no allocation per request.
+/// Completes when a group of submitted changes is committed, or fails when it never will be (a
+/// submit after `close`); any number of tasks may wait on it. One object serves every change of
+/// a group commit, so waiting costs no allocation per request.
 public final class ArchiveCommit: Sendable {
+    private enum Outcome: UInt8 {
+        case pending, committed, failed
+    }
+
     private struct State {
-        var committed = false
-        var waiters: [UnsafeContinuation<Void, Never>] = []
+        var failure: ArchiveError?
+        var waiters: [UnsafeContinuation<ArchiveError?, Never>] = []
     }
 
     private let state = LockedValue(State())
-    /// Read without the lock on the fast path (a commit already done, or the volatile archive).
-    private let done = Atomic<Bool>(false)
+    /// The outcome, read without the lock on the fast path (a commit already done, or the
+    /// volatile archive); set once, after `state`, with releasing order.
+    private let outcome = Atomic<UInt8>(Outcome.pending.rawValue)
 
     public init() {}
 
@@ -163,31 +170,54 @@ public final class ArchiveCommit: Sendable {
         return commit
     }()
 
-    public var isCommitted: Bool { done.load(ordering: .acquiring) }
+    /// A commit that has failed already: what an archive returns for changes it cannot take.
+    public static func failed(_ error: ArchiveError) -> ArchiveCommit {
+        let commit = ArchiveCommit()
+        commit.fail(error)
+        return commit
+    }
 
-    /// Returns once the commit is complete. Unsafe continuations: each is resumed exactly once,
-    /// by `complete` or right here when the commit finished before it could be parked.
-    public func wait() async {
+    public var isCommitted: Bool { outcome.load(ordering: .acquiring) == Outcome.committed.rawValue }
+
+    /// Returns once the commit is complete; throws if it failed. Unsafe continuations: each is
+    /// resumed exactly once, by `complete`/`fail` or right here when the outcome was known
+    /// before it could be parked.
+    public func wait() async throws(ArchiveError) {
         if isCommitted { return }
-        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            let parked = state.withLock { state -> Bool in
-                guard !state.committed else { return false }
-                state.waiters.append(continuation)
-                return true
+        let failure = await withUnsafeContinuation { (continuation: UnsafeContinuation<ArchiveError?, Never>) in
+            let known = state.withLock { state -> ArchiveError?? in
+                switch Outcome(rawValue: outcome.load(ordering: .acquiring)) {
+                case .committed?: return .some(nil)
+                case .failed?: return .some(state.failure)
+                case .pending?, nil:
+                    state.waiters.append(continuation)
+                    return nil
+                }
             }
-            if !parked { continuation.resume() }
+            if let known { continuation.resume(returning: known) }
         }
+        if let failure { throw failure }
     }
 
     /// Marks the commit complete and resumes everyone waiting. Called once, by the archive.
     public func complete() {
-        let waiters = state.withLock { state -> [UnsafeContinuation<Void, Never>] in
-            state.committed = true
+        finish(.committed, failure: nil)
+    }
+
+    /// Marks the commit failed: every waiter, now or later, gets `error`. Called once, by the archive.
+    public func fail(_ error: ArchiveError) {
+        finish(.failed, failure: error)
+    }
+
+    private func finish(_ result: Outcome, failure: ArchiveError?) {
+        let waiters = state.withLock { state -> [UnsafeContinuation<ArchiveError?, Never>] in
+            precondition(outcome.load(ordering: .relaxed) == Outcome.pending.rawValue, "an ArchiveCommit finished twice")
+            state.failure = failure
+            outcome.store(result.rawValue, ordering: .releasing)
             defer { state.waiters = [] }
             return state.waiters
         }
-        done.store(true, ordering: .releasing)
-        for waiter in waiters { waiter.resume() }
+        for waiter in waiters { waiter.resume(returning: failure) }
     }
 }
 

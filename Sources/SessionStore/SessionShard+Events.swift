@@ -5,7 +5,7 @@ import SheetCore
 extension SessionShard {
     func events(of id: SessionID, tenant: Tenant, after: UInt64) async throws(StoreError) -> EventsPage {
         guard let entry = entry(id, of: tenant) else {
-            await settled(id)
+            try await settled(id)
             throw StoreError(.sessionNotFound)
         }
         touch(id)
@@ -39,7 +39,7 @@ extension SessionShard {
     func wait(on id: SessionID, of tenant: Tenant, after: UInt64, timeout: Duration) async -> Result<WaitOutcome, StoreError> {
         guard !isShuttingDown else { return .failure(StoreError(.shuttingDown)) }
         guard let entry = entry(id, of: tenant) else {
-            await settled(id)
+            do { try await settled(id) } catch { return .failure(error) }
             return .failure(StoreError(.sessionNotFound))
         }
         touch(id)
@@ -73,7 +73,7 @@ extension SessionShard {
     func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, of tenant: Tenant, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
         guard !isShuttingDown else { throw StoreError(.shuttingDown) }
         guard let entry = entry(id, of: tenant) else {
-            await settled(id)
+            try await settled(id)
             throw StoreError(.sessionNotFound)
         }
         touch(id)

@@ -33,7 +33,7 @@ actor SessionShard {
     }
 
     /// A session with a change submitted but not known to be committed.
-    private struct InFlight {
+    struct InFlight {
         /// The newest commit submitted for the session; commits complete in order, so once this
         /// one is done every earlier change of the session is too.
         var commit: ArchiveCommit
@@ -68,11 +68,11 @@ actor SessionShard {
     /// Where the idle sweep resumes in `order`, so each pass does a bounded slice of work.
     private var sweepCursor = 0
     let clock: StoreClock
-    private let archive: any SessionArchive
+    let archive: any SessionArchive
     /// `archive.keepsChanges`, read once: the volatile archive needs no change descriptions.
     let archiveKeepsChanges: Bool
     /// Only sessions with a commit outstanding are here; the map stays as small as the load.
-    private var inFlight: [SessionID: InFlight] = [:]
+    var inFlight: [SessionID: InFlight] = [:]
     /// Sessions read since their last write: their last access is saved by `flushTouched`.
     var touched: Set<SessionID> = []
 
@@ -106,79 +106,11 @@ actor SessionShard {
 
     var count: Int { sessions.count }
 
-    // MARK: Committing
-
-    /// Submits this turn's changes of session `id` and waits for their commit (or, with no
-    /// changes of its own, for the session's newest outstanding commit, which the answer may
-    /// reflect); then publishes the session's events up to `version`.
-    ///
-    /// Inlined into its callers, with its synchronous part and its waiting part apart: when
-    /// nothing is outstanding (the volatile archive) no async frame is allocated for it at all.
-    @inline(__always)
-    private func persist(_ changes: [ArchiveChange], of id: SessionID, previousVersion: UInt64, version: UInt64) async {
-        guard let commit = submit(changes, of: id, previousVersion: previousVersion, version: version) else { return }
-        await publish(after: commit, of: id, version: version)
-    }
-
-    /// Submits the changes; returns the commit to wait for, or nil when nothing is outstanding
-    /// (then the events up to `version` are published already).
-    @inline(never)
-    private func submit(_ changes: [ArchiveChange], of id: SessionID, previousVersion: UInt64, version: UInt64) -> ArchiveCommit? {
-        let commit: ArchiveCommit?
-        if changes.isEmpty {
-            commit = inFlight[id]?.commit
-        } else {
-            let submitted = archive.submit(changes)
-            if submitted.isCommitted {
-                commit = nil
-            } else {
-                commit = submitted
-                inFlight[id, default: InFlight(commit: submitted, durableVersion: previousVersion)].commit = submitted
-            }
-        }
-        guard let commit else {
-            // Nothing outstanding (the volatile archive, or all committed): publish at once.
-            if version > previousVersion, let entry = sessions[id] {
-                publish(of: id, sheet: entry.sheet, after: previousVersion, through: version)
-            }
-            return nil
-        }
-        return commit
-    }
-
-    /// Waits for `commit`, after which everything of session `id` up to `version` is
-    /// committed, and publishes what no later commit has published already.
-    @inline(never)
-    private func publish(after commit: ArchiveCommit, of id: SessionID, version: UInt64) async {
-        await commit.wait()
-        guard var flight = inFlight[id] else { return }   // a later commit already published past us
-        let from = flight.durableVersion
-        if flight.commit === commit {
-            inFlight[id] = nil
-        } else if version > from {
-            flight.durableVersion = version
-            inFlight[id] = flight
-        }
-        if version > from, let entry = sessions[id] {
-            publish(of: id, sheet: entry.sheet, after: from, through: version)
-        }
-    }
-
-    /// Waits until whatever of session `id` is in memory now is committed, for answers that show it.
-    func settled(_ id: SessionID) async {
-        if let commit = inFlight[id]?.commit, !commit.isCommitted { await commit.wait() }
-    }
-
-    /// The version event readers may see: the committed one.
-    func durableVersion(_ id: SessionID, _ entry: Entry) -> UInt64 {
-        inFlight[id]?.durableVersion ?? entry.sheet.version
-    }
-
     // MARK: Sessions
 
     /// Adds a new session (and the idempotency answer it was created under, in the same commit),
     /// returning once both are committed.
-    func insert(_ sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant, key: ArchivedKey?) async {
+    func insert(_ sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant, key: ArchivedKey?) async throws(StoreError) {
         // Ordinals come from a shared counter; two creates can arrive here out of order, so keep `order` sorted.
         let now = clock.now().millisecondsSince1970
         sessions[id] = Entry(sheet: sheet, ordinal: ordinal, lastAccess: now, tenant: tenant)
@@ -191,7 +123,7 @@ actor SessionShard {
         }
         var changes: [ArchiveChange] = [.created(id, ordinal: ordinal, sheet: sheet, lastAccess: now, tenant: tenant)]
         if let key { changes.append(.keyStored(key)) }
-        await persist(changes, of: id, previousVersion: sheet.version, version: sheet.version)
+        try await persist(changes, of: id, previousVersion: sheet.version, version: sheet.version)
     }
 
     /// The session `id` when `tenant` owns it; nil for a missing one and for another tenant's.
@@ -202,7 +134,7 @@ actor SessionShard {
 
     func snapshot(_ id: SessionID, of tenant: Tenant) async throws(StoreError) -> SessionSnapshot {
         let snapshot = snapshotNow(id, of: tenant)
-        await settled(id)   // a change (or delete) that is not committed yet answers only once it is
+        try await settled(id)   // a change (or delete) that is not committed yet answers only once it is
         guard let snapshot else { throw StoreError(.sessionNotFound) }
         return snapshot
     }
@@ -264,10 +196,10 @@ actor SessionShard {
         case .done(let result):
             return result
         case .committing(let result, let commit):
-            await publish(after: commit, of: id, version: result.session.sheet.version)
+            try await publish(after: commit, of: id, version: result.session.sheet.version)
             return result
         case .refused(let error):
-            await settled(id)   // a 412 or 409 shows the session as it stands: committed first
+            try await settled(id)   // a 412 or 409 shows the session as it stands: committed first
             throw error
         }
     }
@@ -309,13 +241,13 @@ actor SessionShard {
         switch ledger.lookup(key, fingerprint: idempotency.fingerprint, now: now) {
         case .replay(let answer):
             // The first answer may still be waiting for its commit: replay it only once that is done.
-            await settled(id)
+            try await settled(id)
             return IdempotentAnswer(answer: answer, replayed: true)
         case .reused:
             throw StoreError(.idempotencyKeyReused)
         case .miss:
             guard let entry = entry(id, of: tenant) else {
-                await settled(id)
+                try await settled(id)
                 throw StoreError(.sessionNotFound)
             }
             var (result, previous, changes) = change(action, of: id, tenant: tenant, ifMatch: ifMatch)
@@ -328,22 +260,22 @@ actor SessionShard {
             }
             let version = sessions[id]?.sheet.version ?? entry.sheet.version
             if case .failure = result { previous = version }
-            await persist(changes, of: id, previousVersion: previous, version: version)
+            try await persist(changes, of: id, previousVersion: previous, version: version)
             return IdempotentAnswer(answer: answer, replayed: false)
         }
     }
 
     func delete(_ id: SessionID, of tenant: Tenant, ifMatch: UInt64?) async throws(StoreError) {
         guard let entry = entry(id, of: tenant) else {
-            await settled(id)
+            try await settled(id)
             throw StoreError(.sessionNotFound)
         }
         if let ifMatch, ifMatch != entry.sheet.version {
-            await settled(id)
+            try await settled(id)
             throw StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: entry.sheet))
         }
         remove(id, reason: .sessionDeleted)
-        await persist([.deleted(id)], of: id, previousVersion: entry.sheet.version, version: entry.sheet.version)
+        try await persist([.deleted(id)], of: id, previousVersion: entry.sheet.version, version: entry.sheet.version)
     }
 
     private func remove(_ id: SessionID, reason: SubscriptionEnd) {

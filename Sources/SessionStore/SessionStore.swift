@@ -73,7 +73,7 @@ public final class SessionStore: Sendable {
     /// Configurations in use, so sessions created alike share one (immutable) storage object
     /// instead of each holding its own copy of the detent tables: most clients create every
     /// session with the same configuration, and this is most of an idle session's memory.
-    private let configurations = Mutex<[SheetConfiguration: SheetConfiguration]>([:])
+    private let configurations = LockedValue<[SheetConfiguration: SheetConfiguration]>([:])
     private static let internedConfigurationLimit = 4096
 
     private func interned(_ configuration: SheetConfiguration) -> SheetConfiguration {
@@ -97,7 +97,7 @@ public final class SessionStore: Sendable {
         let id = SessionID.random()
         let ordinal = ordinals.add(1, ordering: .relaxed).newValue
         let sheet = Sheet(configuration: interned(configuration), now: self.configuration.clock.now())
-        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, tenant: tenant, key: nil)
+        try await shard(for: id).insert(sheet, id: id, ordinal: ordinal, tenant: tenant, key: nil)
         return SessionSnapshot(id: id, sheet: sheet)
     }
 
@@ -160,7 +160,11 @@ public final class SessionStore: Sendable {
         } catch {
             let answer = render(.failure(error))
             if answer.status < 500 {
-                await archive.submit([.keyStored(ArchivedKey(scope: nil, request: idempotency, answer: answer, storedAt: now))]).wait()
+                do {
+                    try await archive.submit([.keyStored(ArchivedKey(scope: nil, request: idempotency, answer: answer, storedAt: now))]).wait()
+                } catch {
+                    return render(.failure(StoreError(.shuttingDown)))   // not stored: not acknowledged
+                }
             }
             return answer
         }
@@ -169,7 +173,11 @@ public final class SessionStore: Sendable {
         let sheet = Sheet(configuration: interned(configuration), now: now)
         let answer = render(.success(SessionSnapshot(id: id, sheet: sheet)))
         let key = answer.status < 500 ? ArchivedKey(scope: nil, request: idempotency, answer: answer, storedAt: now) : nil
-        await shard(for: id).insert(sheet, id: id, ordinal: ordinal, tenant: tenant, key: key)
+        do {
+            try await shard(for: id).insert(sheet, id: id, ordinal: ordinal, tenant: tenant, key: key)
+        } catch {
+            return render(.failure(error))   // not stored: not acknowledged
+        }
         return answer
     }
 
@@ -211,7 +219,7 @@ public final class SessionStore: Sendable {
 
     /// A page of `tenant`'s sessions created after the cursor `after` (a creation ordinal), oldest
     /// first. The cursor is an ordinal, not an id, so it still works after its session was deleted.
-    public func list(of tenant: Tenant, phase: Phase?, after: UInt64, limit: Int) async -> SessionPage {
+    public func list(of tenant: Tenant, phase: Phase?, after: UInt64, limit: Int) async throws(StoreError) -> SessionPage {
         var merged: [(ordinal: UInt64, session: SessionSnapshot)] = []
         var pending: [ArchiveCommit] = []
         // One more than the page from each shard: a shard holding the rest of the page and more
@@ -222,7 +230,9 @@ public final class SessionStore: Sendable {
             pending += part.pending
         }
         // Show no session state that is not committed yet.
-        for commit in pending { await commit.wait() }
+        for commit in pending {
+            do { try await commit.wait() } catch { throw StoreError(.shuttingDown) }
+        }
         merged.sort { $0.ordinal < $1.ordinal }
         let page = merged.prefix(limit)
         let more = merged.count > limit
@@ -288,12 +298,14 @@ public final class SessionStore: Sendable {
     }
 
     /// After the last request: saves when each session was last read, commits everything queued
-    /// and closes the archive. The store must not be used afterwards.
-    public func close() async {
+    /// and closes the archive. The store must not be used afterwards; what is submitted then
+    /// fails its commit. Throws if the last reads could not be saved (the archive was closed
+    /// already); the archive is closed either way.
+    public func close() async throws(ArchiveError) {
+        defer { archive.close() }
         for shard in shards {
-            if let commit = await shard.flushTouched() { await commit.wait() }
+            if let commit = await shard.flushTouched() { try await commit.wait() }
         }
-        archive.close()
     }
 }
 

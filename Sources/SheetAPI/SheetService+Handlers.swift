@@ -79,7 +79,9 @@ extension SheetService {
             }
             after = value
         }
-        let page = await store.list(of: request.tenant, phase: phase, after: after, limit: limit)
+        let page = try await storeCall { () async throws(StoreError) in
+            try await store.list(of: request.tenant, phase: phase, after: after, limit: limit)
+        }
         return json(200, Rendering.listBody(page, cursor: ListCursor.encode), requestID: request.requestID)
     }
 

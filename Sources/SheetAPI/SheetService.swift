@@ -1,7 +1,6 @@
 import HTTPServer
 import SessionStore
 import SheetCore
-import Synchronization
 
 /// The sheetd application: turns HTTP requests into store calls and store results into JSON
 /// answers. It holds no session state of its own.

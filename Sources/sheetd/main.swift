@@ -54,7 +54,7 @@ enum Service {
         storeConfiguration.maxSessions = options.maxSessions
         storeConfiguration.sessionTTL = options.sessionTTL
         storeConfiguration.idempotencyCapacity = options.idempotencyKeys
-        let (archive, contents) = openArchive(options)
+        let (archive, contents) = openArchive(options, observer: observer)
         let store = SessionStore(configuration: storeConfiguration, archive: archive, restoring: contents)
         let keyRing = options.authKeys.map { path in KeyRing(loadKeys(path, startingUp: true) ?? []) }
         let service = SheetService(store: store, observer: observer, access: accessPolicy(options, keyRing: keyRing))
@@ -124,7 +124,7 @@ enum Service {
             await store.shutdown()
             await server.shutdown(grace: grace)
             // Every answer has been given; commit what is left (last-access times) and close the file.
-            await store.close()
+            do { try await store.close() } catch { observer.serverError("closing the store: \(error)") }
             stopped.signal()
         }
         stopped.wait()
@@ -171,13 +171,14 @@ enum Service {
 
     /// The store's backing: nothing with `--memory`, else the SQLite file in `--data-dir`, read
     /// back in full. A file sheetd must not use (newer, foreign, damaged, locked) stops start-up.
-    static func openArchive(_ options: Options) -> (any SessionArchive, ArchiveContents) {
+    static func openArchive(_ options: Options, observer: ServiceObserver) -> (any SessionArchive, ArchiveContents) {
         if options.memory {
             printError("sessions are kept in memory only (--memory): they are lost when sheetd stops")
             return (VolatileArchive(), ArchiveContents())
         }
         var archiveOptions = SQLiteArchive.Options()
         archiveOptions.synchronous = SQLiteArchive.Synchronous(rawValue: options.sync) ?? .normal
+        archiveOptions.housekeepingFailed = { observer.serverError($0) }
         do {
             let archive = try SQLiteArchive.open(directory: options.dataDirectory, options: archiveOptions)
             let contents = try archive.load()

@@ -78,7 +78,7 @@ struct SQLiteArchiveTests {
         commits.append(archive.submit([.keyStored(dropped), .keyStored(global), .keyStored(scoped),
                                        .keyDropped(scope: nil, key: "create-0"),
                                        .touched(dismissedID, lastAccess: 5000)]))
-        for commit in commits { await commit.wait() }
+        for commit in commits { try await commit.wait() }
         archive.close()
 
         let reopened = try SQLiteArchive.open(directory: directory.path)
@@ -126,7 +126,7 @@ struct SQLiteArchiveTests {
         let before = try await store.session(first.id, of: .default)
         let third = try await store.create(config, for: .default)
         try await store.delete(third.id, of: .default)
-        await store.close()
+        try await store.close()
 
         let again = try SQLiteArchive.open(directory: directory.path)
         let restored = SessionStore(archive: again, restoring: try again.load())
@@ -142,14 +142,14 @@ struct SQLiteArchiveTests {
         #expect(retried.answer.body == Array("first answer".utf8))
         // Ordinals continue past every one given before, the deleted third included.
         let fourth = try await restored.create(config, for: .default)
-        let page = await restored.list(of: .default, phase: nil, after: 0, limit: 10)
+        let page = try await restored.list(of: .default, phase: nil, after: 0, limit: 10)
         #expect(page.sessions.map(\.id) == [first.id, second.id, fourth.id])
-        let tail = await restored.list(of: .default, phase: nil, after: 3, limit: 10)
+        let tail = try await restored.list(of: .default, phase: nil, after: 3, limit: 10)
         #expect(tail.sessions.map(\.id) == [fourth.id])
         // Confirm, then the events continue from where they stopped.
         let confirmed = try await restored.apply(.confirm(.cancel), to: first.id, of: .default)
         #expect(confirmed.outcome.events.map(\.seq) == [4])
-        await restored.close()
+        try await restored.close()
     }
 
     @Test func olderSchemaIsMigrated() async throws {
@@ -211,7 +211,7 @@ struct SQLiteArchiveTests {
     private func archiveWithOneSession(in directory: TemporaryDirectory) async throws -> SQLiteArchive {
         let archive = try SQLiteArchive.open(directory: directory.path)
         _ = try archive.load()
-        await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1, tenant: .default)]).wait()
+        try await archive.submit([.created(.random(), ordinal: 1, sheet: Sheet(configuration: try seedConfiguration(), now: t0), lastAccess: 1, tenant: .default)]).wait()
         return archive
     }
 
@@ -265,7 +265,7 @@ struct SQLiteArchiveTests {
         let changes: [ArchiveChange] = (0..<400).map {
             .created(.random(), ordinal: UInt64($0 + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)
         }
-        await archive.submit(changes).wait()
+        try await archive.submit(changes).wait()
         archive.close()
         // Scribble over the middle of the file: b-tree pages no longer parse.
         var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory.file)))
@@ -293,21 +293,55 @@ struct SQLiteArchiveTests {
         _ = try archive.load()
         let config = try seedConfiguration()
         let ids = (0..<3000).map { _ in SessionID.random() }
-        await archive.submit(ids.enumerated().map { index, id in
+        try await archive.submit(ids.enumerated().map { index, id in
             .created(id, ordinal: UInt64(index + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)
         }).wait()
         let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)
         let full = try database.integer("PRAGMA page_count")
-        await archive.submit(ids.map { .deleted($0) }).wait()
+        try await archive.submit(ids.map { .deleted($0) }).wait()
         // Compaction removes the deleted sessions' log rows a step at a time, between commits;
         // the incremental vacuum after each commit gives the freed pages back.
         var emptied = full
         for _ in 0..<100 where emptied >= full / 4 {
-            await archive.submit([.keysExpired(before: 0)]).wait()
+            try await archive.submit([.keysExpired(before: 0)]).wait()
             emptied = try database.integer("PRAGMA page_count")
         }
         archive.close()
         #expect(full > 50)
         #expect(emptied < full / 4, "page_count \(full) → \(emptied)")
+    }
+
+    @Test func aSubmitAfterCloseFailsItsCommit() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        _ = try archive.load()
+        try await archive.submit([.keysExpired(before: 0)]).wait()
+        archive.close()
+        let late = archive.submit([.keysExpired(before: 1)])
+        #expect(!late.isCommitted)
+        await #expect(throws: ArchiveError.self) { try await late.wait() }
+    }
+
+    @Test func aChangeAfterTheStoreClosedIsRefusedNotLeftHanging() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        let store = SessionStore(archive: archive, restoring: try archive.load())
+        let session = try await store.create(try seedConfiguration(), for: .default)
+        try await store.close()
+        let configuration = try seedConfiguration()
+        do {
+            _ = try await store.apply(.drag(.detent(.medium)), to: session.id, of: .default)
+            Issue.record("a change after close was acknowledged")
+        } catch {
+            #expect(error.code == .shuttingDown)
+        }
+        do {
+            _ = try await store.create(configuration, for: .default)
+            Issue.record("a session created after close was acknowledged")
+        } catch {
+            #expect(error.code == .shuttingDown)
+        }
     }
 }

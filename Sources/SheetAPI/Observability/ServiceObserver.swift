@@ -1,8 +1,8 @@
 import Glibc
 import HTTPServer
+import Locking
 import SessionStore
 import SheetCore
-import Synchronization
 
 /// Sees every request complete: counts it for `/metrics` and writes its log line.
 public final class ServiceObserver: Sendable {
@@ -18,7 +18,7 @@ public final class ServiceObserver: Sendable {
     let format: LogFormat
     let level: LogLevel
     /// The HTTP server's own figures, read at scrape time (the server is made after the service).
-    private let serverSource = Mutex<(@Sendable () -> ServerFigures)?>(nil)
+    private let serverSource = LockedValue<(@Sendable () -> ServerFigures)?>(nil)
     let startTime: Double
     let log: LogSink
 
