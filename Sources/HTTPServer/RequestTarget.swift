@@ -11,20 +11,21 @@
 /// Absolute form (`http://host/path?q`, RFC 9112 §3.2.2) is served like origin form: the scheme
 /// and authority are dropped. The query is split on `&`, then on the first `=`; `+` is a space
 /// and every escape is decoded (a value may hold a NUL; the application validates values).
-struct RequestTarget: Equatable {
-    var path: String
-    var query: [(String, String)]
+public struct RequestTarget: Equatable, Sendable {
+    public var path: String
+    public var query: [(String, String)]
 
-    static func == (a: RequestTarget, b: RequestTarget) -> Bool {
+    public static func == (a: RequestTarget, b: RequestTarget) -> Bool {
         a.path == b.path && a.query.elementsEqual(b.query) { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 
-    init(path: String, query: [(String, String)] = []) {
+    public init(path: String, query: [(String, String)] = []) {
         self.path = path
         self.query = query
     }
 
-    init(raw: String) {
+    /// Reads a request target as it stands in the request line.
+    public init(raw: String) {
         var utf8 = Substring(raw).utf8[...]
         utf8 = Self.droppingSchemeAndAuthority(utf8)
         let questionMark = utf8.firstIndex(of: UInt8(ascii: "?"))

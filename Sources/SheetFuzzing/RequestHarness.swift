@@ -10,8 +10,8 @@ import SheetAPI
 /// Script format (each part optional): requests separated by a line `%%`; in each, a request
 /// line `METHOD target`, header lines `Name: value`, a blank line, then the body bytes. `$0` and
 /// `$1` in the target stand for the ids of two sessions created before the script runs. The
-/// head is reduced the way libmicrohttpd hands it over (path and query percent-decoded, no NUL,
-/// values trimmed), so the service sees only what it can see in production. `Accept:
+/// head is reduced the way the HTTP layer hands it over (the target read by `RequestTarget`,
+/// header values cut at a NUL and trimmed), so the service sees only what it can see in production. `Accept:
 /// text/event-stream` is dropped: a stream ends only when the HTTP layer releases its response.
 ///
 /// Invariants checked (a broken one traps, so a fuzzer reports it):
@@ -172,16 +172,7 @@ public final class RequestHarness: Sendable {
             var target = words.count > 1 ? Array(words[1]) : Array("/".utf8)
             if let version = target.lastIndex(of: 0x20) { target = Array(target[..<version]) } // "path HTTP/1.1"
             for (index, id) in sessionIDs.enumerated() { target = replace(Array("$\(index)".utf8), with: Array(id.utf8), in: target) }
-            let queryStart = target.firstIndex(of: UInt8(ascii: "?"))
-            let path = cString(percentDecoded(target[..<(queryStart ?? target.endIndex)], plusIsSpace: false))
-            var query: [(String, String)] = []
-            if let queryStart {
-                for pair in target[(queryStart + 1)...].split(separator: UInt8(ascii: "&")) {
-                    let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-                    query.append((cString(percentDecoded(parts[0], plusIsSpace: true)),
-                                  parts.count > 1 ? cString(percentDecoded(parts[1], plusIsSpace: true)) : ""))
-                }
-            }
+            let parsed = RequestTarget(raw: String(decoding: target, as: UTF8.self))
             var headers = HTTPHeaders()
             for line in lines.dropFirst() {
                 guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
@@ -193,8 +184,8 @@ public final class RequestHarness: Sendable {
                 if name.lowercased() == "accept" && value.contains("event-stream") { continue }
                 headers.add(name, value)
             }
-            let head = HTTPRequestHead(method: HTTPMethod(rawValue: method), path: path.isEmpty ? "/" : path,
-                                       query: query, headers: headers, clientAddress: "127.0.0.1")
+            let head = HTTPRequestHead(method: HTTPMethod(rawValue: method), path: parsed.path,
+                                       query: parsed.query, headers: headers, clientAddress: "127.0.0.1")
             requests.append(HTTPRequest(head: head, body: body))
         }
         return requests
@@ -226,30 +217,6 @@ public final class RequestHarness: Sendable {
                 index += token.count
             } else {
                 out.append(bytes[index])
-                index += 1
-            }
-        }
-        return out
-    }
-
-    private static func percentDecoded(_ bytes: some Collection<UInt8>, plusIsSpace: Bool) -> [UInt8] {
-        let bytes = Array(bytes)
-        var out: [UInt8] = []
-        var index = 0
-        func hex(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case 0x30...0x39: byte - 0x30
-            case 0x41...0x46: byte - 0x41 + 10
-            case 0x61...0x66: byte - 0x61 + 10
-            default: nil
-            }
-        }
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
-                out.append(high << 4 | low)
-                index += 3
-            } else {
-                out.append(plusIsSpace && bytes[index] == UInt8(ascii: "+") ? 0x20 : bytes[index])
                 index += 1
             }
         }

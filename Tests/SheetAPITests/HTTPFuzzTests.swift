@@ -128,6 +128,22 @@ struct RequestFuzzer {
     // MARK: Requests
 
     private mutating func sentinelRequest() -> [UInt8] {
+        // Shapes that reached the sentinel without an If-Match on a lax server: a DELETE
+        // smuggled in a body whose Content-Length has a space before its colon, an escaped NUL
+        // or slash after the id. Each must be refused or miss the session.
+        if chance(0.2) {
+            let smuggled = "DELETE /sessions/\(sentinel) HTTP/1.1\r\nHost: x\r\n\r\n"
+            return Array(pick([
+                "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length : \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+                "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length\t: \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+                "DELETE /sessions/\(sentinel)%00x HTTP/1.1\r\nHost: x\r\n\r\n",
+                "DELETE /sessions/\(sentinel)%2F HTTP/1.1\r\nHost: x\r\n\r\n",
+                "POST /sessions/\(sentinel)%2Fdrag HTTP/1.1\r\nHost: x\r\nContent-Length: 15\r\n\r\n{\"to\":\"closed\"}",
+                "POST /sessions/\(sentinel)%00/dismiss HTTP/1.1\r\nHost: x\r\n\r\n",
+                "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: +0\r\n\r\n",
+                "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nIf-Match: W/\"1\"\r\nContent-Length: 0\r\n\r\n",
+            ]).utf8)
+        }
         let method = pick(["POST", "POST", "POST", "DELETE", "GET", "PUT"])
         let path = pick(["/sessions/\(sentinel)", "/sessions/\(sentinel)/drag", "/sessions/\(sentinel)/confirm",
                          "/sessions/\(sentinel)/dismiss", "/sessions/\(sentinel)/present"])
@@ -156,7 +172,8 @@ struct RequestFuzzer {
         case 0: return Array("/sessions".utf8)
         case 1: return Array("/sessions/\(decoy)".utf8)
         case 2, 3: return Array("/sessions/\(decoy)/\(pick(actions))".utf8)
-        case 4: return Array(pick(["/healthz", "/metrics", "/openapi.yaml", "/", "*", "", "http://x/healthz"]).utf8)
+        case 4: return Array(pick(["/healthz", "/metrics", "/openapi.yaml", "/", "*", "", "http://x/healthz",
+                                   "http://x/sessions/\(decoy)", "HTTPS://x", "/sessions/\(decoy)%2Fdrag", "/sessions/\(decoy)%00x"]).utf8)
         case 5: return Array("/sessions?limit=\(pick(["0", "1", "1000", "1001", "-1", "abc", "99999999999999999999", "", "%00"]))".utf8)
         case 6: return Array("/sessions?phase=\(pick(["presented", "x", "", "%ff"]))&after=\(pick(["c1", "c", "czzzzzzzzzzzzzzzzz", "%00", "c-1"]))".utf8)
         case 7: return Array("/sessions/\(decoy)/events?after=\(pick(["0", "1", "-1", "x", "18446744073709551616", ""]))".utf8)
@@ -180,9 +197,14 @@ struct RequestFuzzer {
             "Content-Length: \(pick(["-1", "abc", " 5", "5, 5", "0x10", "99999999999999999999", "18446744073709551615", "1 2"]))",
             "Transfer-Encoding: \(pick(["chunked", "gzip", "chunked, identity", "xchunked", "identity", "chunked, chunked"]))",
             "NoColonHere", "Host : spaced", ": empty-name", "X-Empty:", "X-\u{E9}: v",
+            "Content-Length : 0", "Transfer-Encoding\t: chunked", "X-Nul: a\u{0}b", "X-Request-Id: \u{0}", "X-Ctl: a\u{1}b",
+            "Content-Length: \(pick(["+15", "0xf", "15x", "1 5"]))", "Host: second",
             "X-Utf8: \u{1F600}", "Cookie: a=b; c=d",
         ]
-        if allowPreconditions { options += ["If-Match: \(pick(["*", "\"1\"", "\"2\"", "1", "W/\"1\"", "\"1\", \"2\"", ""]))"] }
+        if allowPreconditions {
+            options += ["If-Match: \(pick(["*", "\"1\"", "\"2\"", "1", "W/\"1\"", "\"1\", \"2\"", "", "\"x\", W/\"1\"", ",", "\"1\",,\"2\""]))",
+                        "If-None-Match: \(pick(["*", "\"1\"", "W/\"1\"", "\"1\", \"2\"", "1", ""]))"]
+        }
         var header = Array(pick(options).utf8)
         if chance(0.1) { header = Array("X-".utf8) + bytes(number(1...12)) + Array(": ".utf8) + bytes(number(0...30)) }
         if allowFolding && chance(0.05) { header += Array("\r\n  folded".utf8) }

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+/// Requests that mean one thing to a proxy and another to a lax server, against the real
+/// binary over raw sockets: each is refused with the JSON error shape, or read exactly as a
+/// proxy would, and none changes a session it should not.
+@Suite("HTTP at its edges, against sheetd")
+struct HTTPEdgeTests {
+    static let server = Result { try SheetdProcess(["--log-level", "off"]) }
+
+    static func port() throws -> Int { try server.get().port }
+
+    /// Exactly one answer on a fresh connection, then (if `closes`) the end of the connection.
+    static func one(_ request: String, closes: Bool) throws -> WireAnswer {
+        let connection = try #require(WireConnection(port: try port(), receiveTimeout: 10))
+        guard case .answered(let answer) = connection.exchange(Array(request.utf8)) else {
+            throw TestClientError(description: "no well-formed answer to \(request.prefix(60))")
+        }
+        if closes {
+            let (rest, closed) = connection.readToEnd()
+            #expect(rest.isEmpty, "one answer only; then: \(StrictHTTP.describe(rest))")
+            #expect(closed)
+        }
+        return answer
+    }
+
+    static func session() throws -> (id: String, body: [UInt8]) {
+        let client = try server.get().client()
+        let id = try RobustnessTests.create(client)
+        return (id, try client.request("GET", "/sessions/\(id)").body)
+    }
+
+    static func unchanged(_ session: (id: String, body: [UInt8])) throws {
+        let now = try server.get().client().request("GET", "/sessions/\(session.id)")
+        #expect(now.status == 200)
+        #expect(now.body == session.body, "the session changed: \(now.text)")
+    }
+
+    @Test("a field name with whitespace before the colon cannot smuggle a DELETE in a dismiss's body")
+    func smugglingByWhitespaceBeforeColon() async throws {
+        try await offPool {
+            let session = try Self.session()
+            let smuggled = "DELETE /sessions/\(session.id) HTTP/1.1\r\nHost: x\r\n\r\n"
+            let answer = try Self.one(
+                "POST /sessions/\(session.id)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length : \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+                closes: true)
+            #expect(answer.status == 400)
+            #expect(answer.errorCode == "invalid_header")
+            #expect((answer.json["error"] as? [String: Any])?["field"] as? String == "Content-Length ")
+            #expect(answer.header("X-Request-Id") != nil)
+            try Self.unchanged(session)
+        }
+    }
+
+    @Test("an escaped NUL or slash in an id names no session and changes nothing", arguments: [
+        ("GET", "/sessions/{id}%00junk", 404), ("DELETE", "/sessions/{id}%00x", 404), ("GET", "/sessions/{id}%2Fdrag", 404),
+        ("POST", "/sessions/{id}%2Fdrag", 405), ("POST", "/sessions/{id}%00/drag", 404), ("DELETE", "/sessions/{id}%2F", 404),
+    ])
+    func escapedSeparatorsInIDs(method: String, template: String, status: Int) async throws {
+        try await offPool {
+            let session = try Self.session()
+            let path = template.replacingOccurrences(of: "{id}", with: session.id)
+            let body = #"{"to":"closed"}"#
+            let answer = try Self.one(
+                "\(method) \(path) HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)", closes: false)
+            #expect(answer.status == status, "\(method) \(path): \(String(decoding: answer.body, as: UTF8.self))")
+            #expect(answer.errorCode != nil)
+            try Self.unchanged(session)
+        }
+    }
+
+    @Test("a Content-Length that is not digits: one JSON answer, then the close", arguments: ["-1", "+15", "0xf", "15x", "1 5"])
+    func badContentLength(value: String) async throws {
+        try await offPool {
+            let session = try Self.session()
+            let answer = try Self.one(
+                "POST /sessions/\(session.id)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: \(value)\r\n\r\n{\"reason\":\"done\"}",
+                closes: true)
+            #expect(answer.status == 400)
+            #expect(answer.errorCode == "invalid_header")
+            #expect((answer.json["error"] as? [String: Any])?["field"] as? String == "Content-Length")
+            #expect(answer.header("X-Request-Id") != nil)
+            try Self.unchanged(session)
+        }
+    }
+
+    @Test("HTTP/1.1 without Host, and a NUL in a field value: 400 invalid_header", arguments: [
+        ("GET /healthz HTTP/1.1\r\n\r\n", "Host"),
+        ("GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "Host"),
+        ("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: a\u{0}b\r\n\r\n", "X-Request-Id"),
+    ])
+    func hostAndNUL(request: String, field: String) async throws {
+        try await offPool {
+            let answer = try Self.one(request, closes: true)
+            #expect(answer.status == 400)
+            #expect(answer.errorCode == "invalid_header")
+            #expect((answer.json["error"] as? [String: Any])?["field"] as? String == field)
+        }
+    }
+
+    @Test("an absolute-form target is served like its origin form")
+    func absoluteForm() async throws {
+        try await offPool {
+            let session = try Self.session()
+            let answer = try Self.one("GET http://sheetd.example/sessions/\(session.id) HTTP/1.1\r\nHost: sheetd.example\r\n\r\n",
+                                      closes: false)
+            #expect(answer.status == 200)
+            #expect(answer.body == session.body)
+        }
+    }
+}
