@@ -5,7 +5,16 @@
 # packages plus the binary serve /healthz in a minimal bookworm root (--rootfs).
 #
 #   docker build -t sheetd .
-#   docker run -p 8080:8080 sheetd
+#   docker run --rm sheetd keys new --tenant acme --role app    # prints a key and its line
+#   mkdir -p conf && echo "<the printed line>" > conf/keys
+#   docker run -p 8080:8080 -v "$PWD/conf:/etc/sheetd:ro" -e SHEETD_AUTH_KEYS=/etc/sheetd/keys sheetd
+#   curl -H "Authorization: Bearer <the printed key>" -d '{}' localhost:8080/sessions
+#
+# Without keys sheetd serves loopback clients only (protected mode): from outside the
+# container every request but /healthz gets 403 auth_required. HTTPS: put crt.pem and
+# key.pem in conf/ too and add -e SHEETD_TLS_CERT=/etc/sheetd/crt.pem
+# -e SHEETD_TLS_KEY=/etc/sheetd/key.pem; the HEALTHCHECK then speaks TLS by itself.
+# `docker kill -s HUP` re-reads the keys file (rotation without a restart).
 
 FROM swift:6.3.1-bookworm AS build
 # The -dev packages are not pinned: they must match the library versions already in the
@@ -24,7 +33,7 @@ RUN swift build -c release --static-swift-stdlib --product sheetd \
 
 FROM debian:bookworm-slim AS runtime
 # Exactly the shared libraries `ldd sheetd` needs (besides glibc and libgcc_s, which
-# libc6 brings): libmicrohttpd (HTTP, pulls in GnuTLS), libjansson (JSON), libsqlite3
+# libc6 brings): libmicrohttpd (HTTP, pulls in GnuTLS: HTTPS and `--check https://`), libjansson (JSON), libsqlite3
 # (the durable store), libstdc++ (the statically linked Swift runtime still calls it).
 # Versions are bookworm's; when a Debian point release supersedes one, the build fails
 # here and .ci/check-container names the new candidate to pin.
@@ -46,7 +55,8 @@ VOLUME /var/lib/sheetd
 WORKDIR /var/lib/sheetd
 USER 10001:10001
 EXPOSE 8080
-# The binary checks itself (GET, exit 0 on a 2xx): no curl in the image.
+# The binary checks itself (GET, exit 0 on a 200): no curl in the image. /healthz needs no
+# key, and with SHEETD_TLS_CERT set the check speaks TLS to the same port.
 HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \
     CMD ["sheetd", "--check", "http://127.0.0.1:8080/healthz"]
 # Exec form: sheetd is PID 1 and receives SIGTERM itself (it stops accepting, finishes

@@ -47,20 +47,28 @@ ensure_venv() {
     fi
 }
 
-# start_sheetd LOG: starts ${SHEETD_BIN:-.build/debug/sheetd} on a free loopback port (building it
-# when missing), logging to LOG; sets server_pid and base_url from the line it logs.
-start_sheetd() {
-    local log="$1"
+# sheetd_bin: prints ${SHEETD_BIN:-.build/debug/sheetd}, building it first when missing.
+sheetd_bin() {
     local bin="${SHEETD_BIN:-.build/debug/sheetd}"
     if [[ ! -x "$bin" ]]; then
         [[ -z "${SHEETD_BIN:-}" ]] || die "SHEETD_BIN=$bin is not an executable"
         command -v swift >/dev/null || die "$bin is missing and swift is not on PATH to build it"
         say "$bin is missing; building it (swift build --product sheetd)"
-        swift build --product sheetd
+        swift build --product sheetd >&2
         [[ -x "$bin" ]] || die "swift build finished but $bin does not exist"
     fi
-    say "starting $bin --host 127.0.0.1 --port 0 --memory"
-    "$bin" --host 127.0.0.1 --port 0 --memory >"$log" 2>&1 &
+    printf '%s\n' "$bin"
+}
+
+# start_sheetd LOG [FLAG...]: starts sheetd (see sheetd_bin) on a free loopback port with the
+# extra flags, logging to LOG; sets server_pid and base_url from the line it logs.
+start_sheetd() {
+    local log="$1"
+    shift
+    local bin
+    bin="$(sheetd_bin)"
+    say "starting $bin --host 127.0.0.1 --port 0 --memory $*"
+    "$bin" --host 127.0.0.1 --port 0 --memory "$@" >"$log" 2>&1 &
     server_pid=$!
     # It logs one line with the address it listens on: "sheetd: listening on http://127.0.0.1:43123".
     base_url=""

@@ -52,6 +52,7 @@ enum Service {
 
         var storeConfiguration = SessionStore.Configuration()
         storeConfiguration.maxSessions = options.maxSessions
+        storeConfiguration.maxSessionsPerTenant = options.maxSessionsPerTenant
         storeConfiguration.sessionTTL = options.sessionTTL
         storeConfiguration.idempotencyCapacity = options.idempotencyKeys
         let (archive, contents) = openArchive(options, observer: observer)

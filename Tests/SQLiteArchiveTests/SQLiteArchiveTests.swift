@@ -172,6 +172,8 @@ struct SQLiteArchiveTests {
                 INSERT INTO sessions VALUES ('\(id)', 7, '\(configuration)', \(t0.millisecondsSince1970), 'presented', 'large', 1, NULL, 1);
                 INSERT INTO events VALUES ('\(id)', 1, '\(event)');
                 INSERT INTO meta VALUES ('highest_ordinal', 9);
+                INSERT INTO idempotency VALUES ('', 'create-1', 1, 2, \(t0.millisecondsSince1970), 201, '{}', x'7b7d');
+                INSERT INTO idempotency VALUES ('\(id)', 'drag-1', 3, 4, \(t0.millisecondsSince1970), 200, '{}', x'7b7d');
                 """)
         }
         let started = Int64(Date().timeIntervalSince1970 * 1000)
@@ -182,6 +184,9 @@ struct SQLiteArchiveTests {
         #expect(contents.sessions.first?.sheet == sheet)
         #expect(contents.sessions.first?.ordinal == 7)
         #expect(contents.highestOrdinal == 9)
+        // Sessions and keys from before tenants belong to the default tenant.
+        #expect(contents.sessions.first?.tenant == .default)
+        #expect(Set(contents.keys.map(\.key)) == ["default create-1", "default drag-1"])
         // Version 1 did not record the last access: it counts from the migration.
         #expect((contents.sessions.first?.lastAccess ?? 0) >= started - 1000)
         let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)

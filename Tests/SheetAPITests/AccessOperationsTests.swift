@@ -193,3 +193,21 @@ struct AccessOperationsTests {
         #expect(run.stderr.contains(words), "\(run.stderr)")
     }
 }
+
+@Suite("Sessions per tenant")
+struct TenantCapacityTests {
+    @Test func aTenantAtItsLimitIsRefusedWhileOthersCreate() async throws {
+        try await offPool {
+            let server = try KeyedSheetd(["acme/app", "globex/app"], arguments: ["--max-sessions-per-tenant", "2"])
+            let first = try server.createSession("acme/app")
+            _ = try server.createSession("acme/app")
+            let refused = try server.call("acme/app", "POST", "/sessions", body: "{}")
+            #expect(refused.status == 503)
+            #expect(refused.errorCode == "capacity_exceeded")
+            _ = try server.createSession("globex/app")
+            _ = try server.createSession("globex/app")
+            #expect(try server.call("acme/app", "DELETE", "/sessions/\(first)").status == 204)
+            #expect(try server.call("acme/app", "POST", "/sessions", body: "{}").status == 201)
+        }
+    }
+}

@@ -11,6 +11,9 @@ import Glibc
 /// well-formed HTTP answer, none a server error, and afterwards the server still answers and a
 /// session that only ever got requests it must refuse is unchanged.
 ///
+/// The server runs with an API key; most requests carry it (so they reach the routes), the others
+/// no key or a random `Authorization` header, which must be refused (401) and change nothing.
+///
 /// `SHEETD_HTTP_FUZZ_SEED` and `SHEETD_HTTP_FUZZ_COUNT` replay or lengthen a run (`.ci/fuzz`);
 /// `SHEETD_HTTP_FUZZ_DUMP=<directory>` writes each request that led to a finding there.
 @Suite("HTTP fuzzing")
@@ -20,12 +23,15 @@ struct HTTPFuzzTests {
 
     @Test func hostileRequestsNeitherCrashNorChangeSessions() async throws {
         try await offPool {
-            let server = try SheetdProcess(["--idle-timeout", "1s", "--log-level", "off"])
+            let keyed = try KeyedSheetd(["fuzz/app"], arguments: ["--idle-timeout", "1s", "--log-level", "off"])
+            let server = keyed.server
+            let key = keyed.keys["fuzz/app"]!
+            let authorization = [("Authorization", "Bearer \(key)")]
             let client = try server.client()
-            let sentinel = try RobustnessTests.create(client)
-            let decoy = try RobustnessTests.create(client)
-            let before = try client.request("GET", "/sessions/\(sentinel)")
-            let eventsBefore = try client.request("GET", "/sessions/\(sentinel)/events?after=0")
+            let sentinel = try RobustnessTests.create(client, headers: authorization)
+            let decoy = try RobustnessTests.create(client, headers: authorization)
+            let before = try client.request("GET", "/sessions/\(sentinel)", headers: authorization)
+            let eventsBefore = try client.request("GET", "/sessions/\(sentinel)/events?after=0", headers: authorization)
 
             struct Finding: Sendable { let index: Int; let problem: String; let request: String }
             let findings = Locked<[Finding]>([])
@@ -39,7 +45,7 @@ struct HTTPFuzzTests {
             let (seed, count) = (Self.seed, Self.count)
             let dump = ProcessInfo.processInfo.environment["SHEETD_HTTP_FUZZ_DUMP"] // where failing requests are written
             onThreads(workers) { worker in
-                var fuzzer = RequestFuzzer(seed: seed &+ UInt64(worker), sentinel: sentinel, decoy: decoy)
+                var fuzzer = RequestFuzzer(seed: seed &+ UInt64(worker), sentinel: sentinel, decoy: decoy, key: key)
                 for index in stride(from: worker, to: count, by: workers) {
                     let request = fuzzer.next()
                     func report(_ problem: String) {
@@ -90,9 +96,9 @@ struct HTTPFuzzTests {
             #expect(server.process.isRunning)
             let after = try server.client()
             #expect(try after.request("GET", "/healthz").status == 200)
-            let sentinelNow = try after.request("GET", "/sessions/\(sentinel)")
+            let sentinelNow = try after.request("GET", "/sessions/\(sentinel)", headers: authorization)
             #expect(sentinelNow.body == before.body, "the sentinel session changed: \(sentinelNow.text)")
-            #expect(try after.request("GET", "/sessions/\(sentinel)/events?after=0").body == eventsBefore.body)
+            #expect(try after.request("GET", "/sessions/\(sentinel)/events?after=0", headers: authorization).body == eventsBefore.body)
             #expect(server.stop() == 0)
         }
     }
@@ -105,11 +111,36 @@ struct RequestFuzzer {
     var random: SeededGenerator
     let sentinel: String
     let decoy: String
+    /// The server's one API key.
+    let key: String
 
-    init(seed: UInt64, sentinel: String, decoy: String) {
+    init(seed: UInt64, sentinel: String, decoy: String, key: String) {
         random = SeededGenerator(seed: seed)
         self.sentinel = sentinel
         self.decoy = decoy
+        self.key = key
+    }
+
+    /// Usually the valid key, else nothing or a random `Authorization` header.
+    private mutating func authorization() -> [[UInt8]] {
+        if chance(0.8) { return [Array("Authorization: Bearer \(key)".utf8)] }
+        return chance(0.5) ? [] : [randomAuthorization()]
+    }
+
+    private mutating func randomAuthorization() -> [UInt8] {
+        let token = String((0..<number(0...60)).map { _ in pick(Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~+/=")) })
+        switch number(0...9) {
+        case 0: return Array("Authorization: Bearer \(key)x".utf8)
+        case 1: return Array("Authorization: Bearer \(key.dropLast())".utf8)
+        case 2: return Array("Authorization: bearer \(token)".utf8)
+        case 3: return Array("Authorization: Basic \(token)".utf8)
+        case 4: return Array("Authorization: Bearer".utf8)
+        case 5: return Array("Authorization: Bearer \(String(repeating: "k", count: pick([1023, 1024, 5000])))".utf8)
+        case 6: return Array("Authorization: Bearer ".utf8) + bytes(number(1...40))
+        case 7: return Array("Authorization: Bearer \(key) \(key)".utf8)
+        case 8: return Array("Authorization:".utf8)
+        default: return Array("Authorization: Bearer \(token)".utf8)
+        }
     }
 
     mutating func pick<T>(_ options: [T]) -> T { options[Int.random(in: 0..<options.count, using: &random)] }
@@ -147,7 +178,7 @@ struct RequestFuzzer {
         let method = pick(["POST", "POST", "POST", "DELETE", "GET", "PUT"])
         let path = pick(["/sessions/\(sentinel)", "/sessions/\(sentinel)/drag", "/sessions/\(sentinel)/confirm",
                          "/sessions/\(sentinel)/dismiss", "/sessions/\(sentinel)/present"])
-        var headers: [[UInt8]] = [Array("Host: x".utf8), Array("If-Match: \"424242\"".utf8)]
+        var headers: [[UInt8]] = [Array("Host: x".utf8), Array("If-Match: \"424242\"".utf8)] + authorization()
         for _ in 0..<number(0...4) { headers.append(randomHeader(allowFolding: false, allowPreconditions: false)) }
         return assemble(method: Array(method.utf8), path: Array(path.utf8), version: Array("HTTP/1.1".utf8), headers: headers, body: body())
     }
@@ -159,7 +190,7 @@ struct RequestFuzzer {
         let version: [UInt8] = chance(0.85)
             ? Array("HTTP/1.1".utf8)
             : Array(pick(["HTTP/1.0", "HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "http/1.1", "HTTP/1.1 x", "", "HTTP/11", "HTTP/1.1\u{0}"]).utf8)
-        var headers: [[UInt8]] = chance(0.9) ? [Array("Host: x".utf8)] : []
+        var headers: [[UInt8]] = (chance(0.9) ? [Array("Host: x".utf8)] : []) + authorization()
         for _ in 0..<number(0...5) { headers.append(randomHeader(allowFolding: true, allowPreconditions: true)) }
         if chance(0.03) { headers += (0..<number(90...160)).map { Array("X-Many-\($0): v".utf8) } }
         if chance(0.03) { headers.append(Array("X-Huge: ".utf8) + [UInt8](repeating: UInt8(ascii: "h"), count: number(8_000...40_000))) }
@@ -207,6 +238,7 @@ struct RequestFuzzer {
         }
         var header = Array(pick(options).utf8)
         if chance(0.1) { header = Array("X-".utf8) + bytes(number(1...12)) + Array(": ".utf8) + bytes(number(0...30)) }
+        if chance(0.05) { header = randomAuthorization() }
         if allowFolding && chance(0.05) { header += Array("\r\n  folded".utf8) }
         return header
     }
