@@ -58,7 +58,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .executableTarget(name: "sheetcore-bench", dependencies: ["SheetCore"], path: "Sources/sheetcore-bench", swiftSettings: strict),
-        .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore", "SQLiteArchive", "AccessControl", "CGnuTLS"], swiftSettings: strict),
+        .executableTarget(name: "sheetd", dependencies: ["SheetAPI", "HTTPServer", "SessionStore", "SQLiteArchive", "AccessControl", "CGnuTLS", "Locking"], swiftSettings: strict),
         // Fuzzing: the in-process request harness, and its libFuzzer / replay executable (.ci/fuzz).
         .target(name: "SheetFuzzing", dependencies: ["SheetAPI", "HTTPServer", "SessionStore"], swiftSettings: strict),
         .systemLibrary(name: "CLibFuzzer", path: "CLibFuzzer"),
@@ -68,6 +68,7 @@ let package = Package(
         .testTarget(name: "InlineExecutionTests", dependencies: ["InlineExecution"], swiftSettings: strict),
         .testTarget(name: "AccessControlTests", dependencies: ["AccessControl"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),
+        .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "SheetCore", "Locking"], swiftSettings: strict),
         .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
         .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl"], swiftSettings: strict),
     ],

@@ -263,6 +263,7 @@ extension ServerCore {
     /// NOTIFY_COMPLETED: the request is over.
     func requestCompleted(_ context: RequestContext, normally: Bool) {
         requestsInProgress.subtract(1, ordering: .releasing)
+        countersWentDown()
         context.cancel()
         let now = sheetd_monotonic_ns()
         if let connectionState = context.connectionState {

@@ -41,6 +41,8 @@ public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     private let core: ServerCore
     private let lifecycle = LockedValue<Lifecycle>(.idle)
+    /// Set when shutdown had to leave the daemon running (see `shutdown`).
+    private let leftRunning = Atomic<Bool>(false)
     private let port = Atomic<Int>(0)
 
     public init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {
@@ -94,8 +96,14 @@ public final class HTTPServer: Sendable {
     /// their responder and resume every suspended connection; give those answers a moment to go
     /// out; then MHD_stop_daemon on a plain thread; then close the listening socket. New requests
     /// arriving on open connections meanwhile get 503 with `Connection: close`. Idempotent:
-    /// later calls wait for the first one to finish.
-    public func shutdown(grace: Duration) async {
+    /// later calls wait for the first one to finish. Every step waits for what it needs (the
+    /// counters coming down), bounded by its deadline.
+    ///
+    /// Returns false when the daemon could not be stopped: a connection was still suspended
+    /// 5 s after the answers were given, and `MHD_stop_daemon` would abort the process. The
+    /// daemon is then left running and the caller must escalate (sheetd exits with status 1).
+    @discardableResult
+    public func shutdown(grace: Duration) async -> Bool {
         let running = lifecycle.withLock { state -> Running? in
             switch state {
             case .running(let running):
@@ -120,15 +128,17 @@ public final class HTTPServer: Sendable {
                 }
                 if finished { continuation.resume() }
             }
-            return
+            return !leftRunning.load(ordering: .acquiring)
         }
-        await Self.stop(running, core: core, grace: grace)
+        let stopped = await Self.stop(running, core: core, grace: grace)
+        leftRunning.store(!stopped, ordering: .releasing)
         let waiters = lifecycle.withLock { state -> [CheckedContinuation<Void, Never>] in
             defer { state = .stopped }
             if case .stopping(let waiters) = state { return waiters }
             return []
         }
         for waiter in waiters { waiter.resume() }
+        return stopped
     }
 
     // MARK: - Start
@@ -214,7 +224,9 @@ public final class HTTPServer: Sendable {
 
     // MARK: - Stop
 
-    private static func stop(_ running: Running, core: ServerCore, grace: Duration) async {
+    /// False when the daemon could not be stopped (a connection stayed suspended): it is left
+    /// running, since stopping it would abort the process, and the caller must escalate.
+    private static func stop(_ running: Running, core: ServerCore, grace: Duration) async -> Bool {
         let clock = ContinuousClock()
         let graceEnd = clock.now + max(.zero, grace)
         core.isStopping.store(true, ordering: .sequentiallyConsistent)
@@ -227,10 +239,9 @@ public final class HTTPServer: Sendable {
 
         // 3. Requests in flight get up to `grace` to finish (ended streams whose client is slow
         //    to take the rest are not waited for here; step 7 closes them).
-        while core.requestsInProgress.load(ordering: .acquiring) - core.activeStreams.load(ordering: .acquiring) > 0
-                && clock.now < graceEnd {
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        _ = await core.counterWaits.wait(until: {
+            core.requestsInProgress.load(ordering: .acquiring) - core.activeStreams.load(ordering: .acquiring) <= 0
+        }, deadline: graceEnd)
 
         // 4. Whatever still waits for its responder gets 503; no new suspension from here on.
         let (requests, streams) = core.registry.close()
@@ -240,20 +251,17 @@ public final class HTTPServer: Sendable {
 
         // 5. Every suspended connection must be resumed before MHD_stop_daemon (it aborts the
         //    process otherwise). Resolvers that won a race resume right after winning.
-        let resumeDeadline = clock.now + .seconds(5)
-        while core.unresumedSuspensions.load(ordering: .acquiring) > 0 && clock.now < resumeDeadline {
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        if core.unresumedSuspensions.load(ordering: .acquiring) > 0 {
-            core.errorLog("shutdown: \(core.unresumedSuspensions.load(ordering: .relaxed)) connection(s) still suspended; leaving the daemon running rather than aborting in MHD_stop_daemon")
-            return
+        let resumed = await core.counterWaits.wait(until: { core.unresumedSuspensions.load(ordering: .acquiring) <= 0 },
+                                                   deadline: clock.now + .seconds(5))
+        if !resumed {
+            // MHD_stop_daemon would abort the process now: say so and let the caller escalate.
+            core.errorLog("shutdown timed out: \(core.unresumedSuspensions.load(ordering: .relaxed)) connection(s) still suspended after 5 s; the daemon cannot be stopped cleanly")
+            return false
         }
 
         // 6. Give the 503s and final chunks a moment to reach their clients.
-        let flushEnd = clock.now + .milliseconds(250)
-        while core.requestsInProgress.load(ordering: .acquiring) > 0 && clock.now < flushEnd {
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        _ = await core.counterWaits.wait(until: { core.requestsInProgress.load(ordering: .acquiring) <= 0 },
+                                         deadline: clock.now + .milliseconds(250))
 
         // 7. Stop the daemon from a plain thread (it joins libmicrohttpd's threads).
         // @unchecked Sendable wrapper: the daemon pointer is used by this one call only.
@@ -269,6 +277,7 @@ public final class HTTPServer: Sendable {
         running.logSink.deallocate()
         running.tlsTexts.forEach { free($0) }
         running.coreReference.release()
+        return true
     }
 }
 

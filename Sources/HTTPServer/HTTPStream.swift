@@ -212,7 +212,8 @@ public final class HTTPStream: Sendable {
         }
         if let attachment {
             if let token = attachment.watchToken { attachment.core.watcher.unwatch(token) }
-            attachment.core.activeStreams.subtract(1, ordering: .relaxed)
+            attachment.core.activeStreams.subtract(1, ordering: .releasing)
+            attachment.core.countersWentDown()
         }
         handler?()
     }

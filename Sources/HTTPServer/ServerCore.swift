@@ -27,6 +27,8 @@ final class ServerCore: Sendable {
     let requestSuspensions = Atomic<UInt64>(0)
     /// Set when shutdown begins: new requests are refused with 503 + Connection: close.
     let isStopping = Atomic<Bool>(false)
+    /// Shutdown waiting for the counters above to come down.
+    let counterWaits = CounterWaits()
 
     let suspendedRequestDeadline: Duration
     let streamSendBufferSize: Int32
@@ -58,6 +60,13 @@ final class ServerCore: Sendable {
     @inline(__always)
     func suspensionEnded() {
         unresumedSuspensions.subtract(1, ordering: .releasing)
+        countersWentDown()
+    }
+
+    /// Wakes shutdown's waits when a counter went down while stopping (one atomic load otherwise).
+    @inline(__always)
+    func countersWentDown() {
+        if isStopping.load(ordering: .acquiring) { counterWaits.changed() }
     }
 
     /// Answers every suspended request whose responder overran its deadline, and cuts

@@ -2,6 +2,7 @@ import AccessControl
 import Dispatch
 import Glibc
 import HTTPServer
+import Locking
 import SQLiteArchive
 import SessionStore
 import SheetAPI
@@ -43,6 +44,10 @@ Service.run(options)
 
 /// Start-up and shutdown, in the order they must happen.
 enum Service {
+    /// How long past the grace a stop may take (the 503s going out, the daemon's threads
+    /// joined, the last commit) before sheetd gives up on a clean stop and exits.
+    static let shutdownMargin: Duration = .seconds(15)
+
     static func run(_ options: Options) -> Never {
         signal(SIGPIPE, SIG_IGN)
 
@@ -94,8 +99,8 @@ enum Service {
         let ttl = options.sessionTTL
         let sweeper = Task.detached {
             let interval = min(max(ttl / 10, .milliseconds(100)), .seconds(60))
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
+            while true {
+                do { try await Task.sleep(for: interval) } catch { return }   // cancelled: stopping
                 await store.sweepIdleSessions()
             }
         }
@@ -117,18 +122,35 @@ enum Service {
             received = SignalWaiter.wait([SIGINT, SIGTERM, SIGHUP])
         }
         observer.info("received \(received == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
-        sweeper.cancel()
         let stopped = DispatchSemaphore(value: 0)
         let grace = options.shutdownGrace
+        let cleanly = LockedValue(true)
         Task {
-            // Long-polls and streams first (they would otherwise run out the grace), then the server drains.
+            // The reverse of the start, each step awaited: the sweeper (a pass in progress ends
+            // first), then long-polls and streams (they would otherwise run out the grace), then
+            // the server drains, then the store commits what is left and closes the archive.
+            sweeper.cancel()
+            await sweeper.value
             await store.shutdown()
-            await server.shutdown(grace: grace)
-            // Every answer has been given; commit what is left (last-access times) and close the file.
-            do { try await store.close() } catch { observer.serverError("closing the store: \(error)") }
+            if !(await server.shutdown(grace: grace)) { cleanly.withLock { $0 = false } }
+            do { try await store.close() } catch {
+                observer.serverError("closing the store: \(error)")
+                cleanly.withLock { $0 = false }
+            }
             stopped.signal()
         }
-        stopped.wait()
+        // A stop that hangs (a commit that never returns, a connection that stays suspended)
+        // must not leave the process half alive: after the grace and a margin, exit and say so.
+        let limit = grace + Self.shutdownMargin
+        if stopped.wait(timeout: .now() + .nanoseconds(Int(limit.components.seconds) * 1_000_000_000
+                                                       + Int(limit.components.attoseconds / 1_000_000_000))) == .timedOut {
+            observer.serverError("shutdown did not finish within \(limit): exiting with status 1 without a clean stop")
+            exit(1)
+        }
+        guard cleanly.withLock({ $0 }) else {
+            observer.serverError("shutdown was not clean (see above): exiting with status 1")
+            exit(1)
+        }
         observer.info("stopped")
         exit(0)
     }
