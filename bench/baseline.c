@@ -3,7 +3,7 @@
  *
  * A minimal libmicrohttpd 0.9.75 server in the SAME mode sheetd runs in:
  *   MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, a pool of --threads,
- *   a 16 KiB connection memory limit, a connection timeout.
+ *   sheetd's connection memory limit (--memory-limit, default 12 KiB), a connection timeout.
  * It reads every POST body fully (chunks accumulated, answer queued on the final call, so
  * keep-alive holds exactly as in sheetd) and answers a fixed JSON body whose size is given
  * on the command line. It implements NO sheet logic: any path answers.
@@ -23,7 +23,7 @@
  * per drag).
  *
  * Usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES
- *                 [--get-size BYTES] [--create-size BYTES] [--burn-ns N]
+ *                 [--get-size BYTES] [--create-size BYTES] [--burn-ns N] [--memory-limit BYTES]
  * Logs "baseline listening on http://HOST:PORT" on stderr; SIGINT/SIGTERM stop it.
  *
  * Build: cc -O2 -o baseline-server baseline.c $(pkg-config --cflags --libs libmicrohttpd) -lpthread
@@ -220,14 +220,15 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void usage(void) {
   fprintf(stderr,
           "usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES\n"
-          "                [--get-size BYTES] [--create-size BYTES] [--burn-ns N]\n"
+          "                [--get-size BYTES] [--create-size BYTES] [--burn-ns N] [--memory-limit BYTES]\n"
+          "  --memory-limit BYTES  MHD_OPTION_CONNECTION_MEMORY_LIMIT (default 12288, sheetd's)\n"
           "  --burn-ns N  calibration: spin N ns of thread CPU per request (what a C server with sheetd's CPU cost per request measures)\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   const char *host = "127.0.0.1";
-  long port = -1, threads = 2, body_size = -1, get_size = -1, csize = -1;
+  long port = -1, threads = 2, body_size = -1, get_size = -1, csize = -1, memory_limit = 12 * 1024;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (i + 1 >= argc) usage();
@@ -239,9 +240,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--get-size")) get_size = strtol(v, NULL, 10);
     else if (!strcmp(a, "--create-size")) csize = strtol(v, NULL, 10);
     else if (!strcmp(a, "--burn-ns")) burn_ns = strtoll(v, NULL, 10);
+    else if (!strcmp(a, "--memory-limit")) memory_limit = strtol(v, NULL, 10);
     else usage();
   }
-  if (port < 0 || port > 65535 || threads < 1 || body_size < 0 || burn_ns < 0) usage();
+  if (port < 0 || port > 65535 || threads < 1 || body_size < 0 || burn_ns < 0 || memory_limit < 2048) usage();
   if (burn_ns > 0) burn_calibrate();
   if (get_size < 0) get_size = body_size;
   if (csize < 0) csize = body_size;
@@ -280,7 +282,7 @@ int main(int argc, char **argv) {
       0, NULL, NULL, &handler, NULL,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
       MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)memory_limit,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
       MHD_OPTION_NOTIFY_COMPLETED, &completed, NULL,
       MHD_OPTION_END);

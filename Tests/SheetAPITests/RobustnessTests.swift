@@ -570,6 +570,19 @@ struct RobustnessTests {
         }
     }
 
+    /// The per-connection memory is sized for the largest head sheetd accepts: 100 header fields
+    /// (the count limit) with 40-byte values and the longest request id still reach sheetd.
+    @Test func headAtTheHeaderCountLimitFitsTheConnectionMemory() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let requestID = String(repeating: "r", count: 128)
+            let headers = [("X-Request-Id", requestID)] + (0..<98).map { ("X-Extra-\($0)", String(repeating: "v", count: 40)) }
+            let answer = try client.request("GET", "/healthz", headers: headers)
+            #expect(answer.status == 200)
+            #expect(answer.header("X-Request-Id") == requestID)
+        }
+    }
+
     /// A head that does not fit the per-connection memory is refused by libmicrohttpd itself.
     @Test func headLargerThanConnectionMemoryGet431() async throws {
         try await offPool {
