@@ -36,8 +36,12 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         public var cacheKiB = 65_536
         /// How much of the file reads may map instead of copying (`PRAGMA mmap_size`).
         public var mmapBytes = 1 << 30
-        /// WAL pages after which a commit copies them back into the main file.
+        /// WAL pages after which the checkpointer thread copies them back into the main file.
         public var checkpointPages = 4_000
+        /// WAL pages after which the writer checkpoints itself, between two groups: only if the
+        /// checkpointer cannot keep up (a sustained load never lets the WAL start over), so
+        /// the WAL stays bounded.
+        public var writerCheckpointPages = 20_000
         /// The WAL file is cut back to this size after a checkpoint has emptied it.
         public var walBytesKept = 32 << 20
         /// How often the writer gives freed pages back to the file system (incremental vacuum).
@@ -83,20 +87,28 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     private let writerStarted = Atomic<Bool>(false)
     private let lockDescriptor: Int32
     var database: SQLiteDatabase?
-    private var statements: Statements?
+    var statements: Statements?
+    /// Copies the WAL back into the main file off the writer thread.
+    var checkpointer: WALCheckpointer?
+    /// The WAL's length in pages after the writer's last commit (writer thread only).
+    var walPages = 0
     private let encoder = JSONEncoder()
-    private var lastVacuum = ContinuousClock.now
+    /// Configurations as stored, by configuration: most sessions share a few, and encoding one
+    /// with `JSONEncoder` cost a create more than its whole insert.
+    private var configurationTexts: [SheetConfiguration: String] = [:]
+    private static let configurationTextLimit = 4096
+    var lastVacuum = ContinuousClock.now
     /// Each live session's ordinal (how the log names it) and, by ordinal, its newest seq, so
     /// compaction can tell retained rows from dropped ones with integer lookups.
     var ordinals: [SessionID: UInt64] = [:]
     var newestSeq: [UInt64: UInt64] = [:]
     /// Log rows owed to compaction (two per appended row); and where its scan resumes.
     var compactionOwed = 0
-    private var compactionCursor: Int64 = 0
+    var compactionCursor: Int64 = 0
     /// Whether garbage may be left behind the cursor: idle time finishes the pass, then one more
     /// in which nothing changed, so a quiet file ends up holding only what is retained.
-    private var passNeeded = true
-    private var changedDuringPass = true
+    var passNeeded = true
+    var changedDuringPass = true
 
     // MARK: Opening
 
@@ -140,11 +152,21 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             // longer WAL between checkpoints: a page changed many times is copied back once.
             try database.execute("PRAGMA cache_size = -\(options.cacheKiB)")
             try database.execute("PRAGMA mmap_size = \(options.mmapBytes)")
-            try database.execute("PRAGMA wal_autocheckpoint = \(options.checkpointPages)")
             try database.execute("PRAGMA journal_size_limit = \(options.walBytesKept)")
             try Self.migrate(database)
             self.database = database
             self.statements = try Statements(database)
+            checkpointer = try WALCheckpointer(path: path, synchronous: options.synchronous,
+                                               busyTimeoutMilliseconds: options.busyTimeoutMilliseconds,
+                                               thresholdPages: options.checkpointPages)
+            // Replaces SQLite's automatic checkpoint (itself a WAL hook) on this connection.
+            // Unmanaged, unretained: the hook runs only inside this archive's own commits on
+            // this connection, which the archive closes before it goes away.
+            sqlite3_wal_hook(database.handle, { context, _, _, pages in
+                guard let context else { return SQLITE_OK }
+                Unmanaged<SQLiteArchive>.fromOpaque(context).takeUnretainedValue().walCommitted(pages: Int(pages))
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(self).toOpaque())
         } catch let error as ArchiveError {
             throw error
         } catch {
@@ -191,6 +213,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             if signal { wake.signal() }
             writerDone.wait()
         } else {
+            checkpointer?.stop()
+            checkpointer = nil
             statements = nil
             database = nil
         }
@@ -249,12 +273,16 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             }
             commit.complete()
             batch.removeAll(keepingCapacity: true)
+            if walPages >= options.writerCheckpointPages { checkpointInWriter() }
             // Housekeeping runs between groups, in transactions of its own, after the answers.
             if compactionOwed >= options.compactionBudget { compact(budget: options.compactionBudget) }
             vacuumIfDue()
         }
         compact(budget: options.compactionBudget)
-        // Closing the connection checkpoints the WAL into the main file.
+        // Closing the connection checkpoints the WAL into the main file, once the checkpointer's
+        // connection is gone (the last connection to close does it).
+        checkpointer?.stop()
+        checkpointer = nil
         statements = nil
         database = nil
         writerDone.signal()
@@ -272,7 +300,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                     let text = id.description
                     s.insertSession.bind(1, text)
                     s.insertSession.bind(2, ordinal)
-                    s.insertSession.bind(3, String(decoding: try encoder.encode(sheet.configuration), as: UTF8.self))
+                    s.insertSession.bind(3, try configurationText(sheet.configuration))
                     s.insertSession.bind(4, sheet.createdAt.millisecondsSince1970)
                     s.insertSession.bind(5, lastAccess)
                     s.insertSession.bind(6, tenant.name)
@@ -330,6 +358,14 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         }
     }
 
+    /// The JSON a session row stores for `configuration`, encoded once per distinct configuration.
+    private func configurationText(_ configuration: SheetConfiguration) throws -> String {
+        if let text = configurationTexts[configuration] { return text }
+        let text = String(decoding: try encoder.encode(configuration), as: UTF8.self)
+        if configurationTexts.count < Self.configurationTextLimit { configurationTexts[configuration] = text }
+        return text
+    }
+
     /// Appends one event row; `state` is the session's state after the change that recorded it.
     private func append(_ event: SheetEvent, _ state: ArchivedState, of ordinal: UInt64, _ s: Statements) throws {
         let statement = s.appendEvent
@@ -343,64 +379,5 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         try statement.run()
         compactionOwed += 2
         changedDuringPass = true
-    }
-
-    /// One step of the log's compaction: scans up to `budget` rows from where the last step
-    /// stopped (oldest first, wrapping at the end) and deletes those no one will read again —
-    /// rows of deleted sessions and rows older than their session's newest 256. Each appended row
-    /// owes two rows of scanning, so the pass keeps up with the appends and the log stays about
-    /// the size of what is retained. A failure here loses nothing: the rows are read past on load.
-    private func compact(budget: Int) {
-        guard let s = statements else { return }
-        compactionOwed = max(0, compactionOwed - budget)
-        do {
-            try s.begin.run()
-            s.scanLog.bind(1, compactionCursor)
-            s.scanLog.bind(2, budget)
-            var dead: [Int64] = []
-            var scanned = 0
-            var last = compactionCursor
-            while try s.scanLog.step() {
-                scanned += 1
-                last = s.scanLog.int64(0)
-                let seq = UInt64(bitPattern: s.scanLog.int64(2))
-                if let newest = newestSeq[UInt64(bitPattern: s.scanLog.int64(1))], seq + UInt64(Sheet.retainedEvents) > newest { continue }
-                dead.append(last)
-            }
-            s.scanLog.reset()
-            for row in dead {
-                s.deleteLogRow.bind(1, row)
-                try s.deleteLogRow.run()
-            }
-            try s.commit.run()
-            if scanned < budget {
-                // A whole pass is done; if nothing changed while it ran, the log is clean.
-                compactionCursor = 0
-                passNeeded = changedDuringPass
-                changedDuringPass = false
-            } else {
-                compactionCursor = last
-            }
-        } catch {
-            s.scanLog.reset()
-            try? s.rollback.run()
-            options.housekeepingFailed("compacting the event log of \(path) failed (\(error)); the rows stay until a later step succeeds")
-        }
-    }
-
-    /// Gives free pages back now and then, so the file does not keep the size of its busiest day.
-    /// A few free pages stay: the log's next appends reuse them.
-    private func vacuumIfDue() {
-        guard ContinuousClock.now - lastVacuum >= options.vacuumInterval, let database else { return }
-        lastVacuum = .now
-        do {
-            let free = try database.integer("PRAGMA freelist_count")
-            if free > options.freePagesKept {
-                try database.execute("PRAGMA incremental_vacuum(\(free - Int64(options.freePagesKept)))")
-            }
-        } catch {
-            // Not fatal: the pages stay free inside the file and are reused by later writes.
-            options.housekeepingFailed("giving free pages of \(path) back failed (\(error)); they are reused by later writes")
-        }
     }
 }

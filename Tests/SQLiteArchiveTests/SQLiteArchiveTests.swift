@@ -350,3 +350,42 @@ struct SQLiteArchiveTests {
         }
     }
 }
+
+@Suite("SQLite archive: checkpoints")
+struct SQLiteCheckpointTests {
+    /// 12,000 creates in 60 groups write far more than the WAL may hold: the checkpointer thread
+    /// copies it back, the WAL starts over, and (with `journal_size_limit` 0) its file stays
+    /// within the writer's own fallback bound plus a group. Everything is there after reopening.
+    @Test func theWALStaysBoundedWhileACheckpointerThreadCopiesItBack() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        var options = SQLiteArchive.Options()
+        options.checkpointPages = 16
+        options.writerCheckpointPages = 128
+        options.walBytesKept = 0
+        let archive = try SQLiteArchive.open(directory: directory.path, options: options)
+        _ = try archive.load()
+        let config = try seedConfiguration()
+        var ordinal: UInt64 = 0
+        var largestWAL: UInt64 = 0
+        var written: UInt64 = 0
+        for _ in 0..<60 {
+            let changes: [ArchiveChange] = (0..<200).map { _ in
+                ordinal += 1
+                return .created(.random(), ordinal: ordinal, sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)
+            }
+            try await archive.submit(changes).wait()
+            let wal = (try? FileManager.default.attributesOfItem(atPath: directory.file + "-wal")[.size] as? UInt64) ?? 0
+            largestWAL = max(largestWAL, wal)
+            written += 200
+        }
+        #expect(archive.checkpointsOffTheWriter > 0)
+        archive.close()
+        let main = try FileManager.default.attributesOfItem(atPath: directory.file)[.size] as? UInt64 ?? 0
+        #expect(main > 2 << 20, "the test must write more than the bound below: \(main) bytes")
+        #expect(largestWAL < 2 << 20, "the WAL grew to \(largestWAL) bytes")
+        let reopened = try SQLiteArchive.open(directory: directory.path)
+        defer { reopened.close() }
+        #expect(try reopened.load().sessions.count == Int(written))
+    }
+}
