@@ -216,35 +216,61 @@ public struct Sheet: Hashable, Sendable, Codable {
     /// on, rather than running a state machine from an impossible state.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        configuration = try c.decode(SheetConfiguration.self, forKey: .configuration)
-        phase = try c.decode(Phase.self, forKey: .phase)
-        presentation = try c.decode(Int.self, forKey: .presentation)
-        dismissReason = try c.decodeIfPresent(DismissReason.self, forKey: .dismissReason)
-        createdAt = try c.decode(Timestamp.self, forKey: .createdAt)
-        let detent = try c.decode(Detent.self, forKey: .detent)
-        let events = try c.decode([SheetEvent].self, forKey: .events)
-        let version = try c.decodeIfPresent(UInt64.self, forKey: .version)
+        do {
+            try self.init(restoring: try c.decode(SheetConfiguration.self, forKey: .configuration),
+                          phase: try c.decode(Phase.self, forKey: .phase),
+                          detent: try c.decode(Detent.self, forKey: .detent),
+                          presentation: try c.decode(Int.self, forKey: .presentation),
+                          dismissReason: try c.decodeIfPresent(DismissReason.self, forKey: .dismissReason),
+                          createdAt: try c.decode(Timestamp.self, forKey: .createdAt),
+                          events: try c.decode([SheetEvent].self, forKey: .events),
+                          version: try c.decodeIfPresent(UInt64.self, forKey: .version))
+        } catch let error as RestoreError {
+            let key: CodingKeys = switch error.part {
+            case .detent: .detent
+            case .presentation: .presentation
+            case .dismissReason: .dismissReason
+            case .events: .events
+            case .version: .version
+            }
+            throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: error.reason)
+        }
+    }
 
-        func corrupt(_ key: CodingKeys, _ why: String) -> DecodingError {
-            DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: why)
-        }
+    /// Why a stored session cannot be restored: which part breaks which invariant.
+    public struct RestoreError: Error, CustomStringConvertible {
+        public enum Part: String, Sendable { case detent, presentation, dismissReason, events, version }
+        public let part: Part
+        public let reason: String
+        public var description: String { "\(part.rawValue): \(reason)" }
+    }
+
+    /// A stored session from its parts, without a decoder (start-up reads a million of them),
+    /// with the same checks as `init(from:)`. `configuration` may be shared by many sessions.
+    public init(restoring configuration: SheetConfiguration, phase: Phase, detent: Detent, presentation: Int,
+                dismissReason: DismissReason?, createdAt: Timestamp, events: [SheetEvent], version: UInt64? = nil) throws(RestoreError) {
         guard let i = configuration.index(of: detent), i != configuration.storage.thresholdIndex else {
-            throw corrupt(.detent, "\(detent) is not a resting detent of this configuration")
+            throw RestoreError(part: .detent, reason: "\(detent) is not a resting detent of this configuration")
         }
-        detentIndex = UInt8(i)
-        guard presentation >= 1 else { throw corrupt(.presentation, "presentation counts from 1") }
+        guard presentation >= 1 else { throw RestoreError(part: .presentation, reason: "presentation counts from 1") }
         guard (phase == .dismissed) == (dismissReason != nil) else {
-            throw corrupt(.dismissReason, "a dismissed sheet has a reason and only a dismissed one does")
+            throw RestoreError(part: .dismissReason, reason: "a dismissed sheet has a reason and only a dismissed one does")
         }
         guard !events.isEmpty, events.count <= Self.retainedEvents, events[0].seq >= 1 else {
-            throw corrupt(.events, "expected 1 to \(Self.retainedEvents) events")
+            throw RestoreError(part: .events, reason: "expected 1 to \(Self.retainedEvents) events")
         }
         for (a, b) in zip(events, events.dropFirst()) where b.seq != a.seq + 1 {
-            throw corrupt(.events, "event seq must count up by one: \(a.seq) then \(b.seq)")
+            throw RestoreError(part: .events, reason: "event seq must count up by one: \(a.seq) then \(b.seq)")
         }
         if let version, version != events[events.count - 1].seq {
-            throw corrupt(.version, "version \(version) is not the seq of the latest event")
+            throw RestoreError(part: .version, reason: "version \(version) is not the seq of the latest event")
         }
+        self.configuration = configuration
+        self.phase = phase
+        self.presentation = presentation
+        self.dismissReason = dismissReason
+        self.createdAt = createdAt
+        detentIndex = UInt8(i)
         log = EventLog()
         for event in events { log.append(event) }
     }
