@@ -25,9 +25,12 @@ release: deps
 run: release
 	.build/release/sheetd $(ARGS)
 
+# Two runs, one after the other: every in-process target (in parallel), then the integration
+# target alone, because it starts sheetd processes and loads sockets (Tests/README.md).
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --skip SheetdIntegrationTests
+	$(SWIFT) test --skip-build --filter SheetdIntegrationTests
 
 # The checks CI runs after the tests: the spec against a live server (schemathesis), /metrics
 # through promtool, and the Dockerfile (hadolint, the release binary's ldd).

@@ -70,7 +70,15 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),
         .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "SheetCore", "Locking"], swiftSettings: strict),
         .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
-        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetCore", "SheetFuzzing"], swiftSettings: strict),
+        // Tests that start `sheetd` processes or serve real sockets in-process under load: they
+        // run after every other target, on their own (`make test`), so no other test shares the
+        // cores with them. Tests/README.md says which tests go where.
+        .testTarget(
+            name: "SheetdIntegrationTests",
+            dependencies: ["HTTPServer", "Locking", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl"],
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

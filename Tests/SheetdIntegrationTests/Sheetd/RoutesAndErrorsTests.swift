@@ -27,7 +27,7 @@ struct RoutesAndErrorsTests {
             #expect(spec.header("Content-Type") == "application/yaml")
             let onDisk = try Data(contentsOf: URL(fileURLWithPath: #filePath)
                 .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("openapi.yaml"))
+                .deletingLastPathComponent().appendingPathComponent("openapi.yaml"))
             #expect(spec.body == Array(onDisk), "the served spec is byte-for-byte the repository's openapi.yaml")
         }
     }

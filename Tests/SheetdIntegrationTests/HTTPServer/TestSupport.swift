@@ -149,10 +149,3 @@ final class Counter: Sendable {
     func increment() { storage.add(1, ordering: .relaxed) }
     var value: Int { storage.load(ordering: .relaxed) }
 }
-
-/// Test-side shared state (pthread-based LockedValue, so TSan runs stay meaningful).
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: LockedValue<Value>
-    init(_ value: Value) { mutex = LockedValue(value) }
-    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
-}

@@ -22,7 +22,7 @@ final class SheetdProcess: @unchecked Sendable {
             directory = directory.deletingLastPathComponent()
         }
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         return root.appendingPathComponent(".build/debug/sheetd")
     }
 

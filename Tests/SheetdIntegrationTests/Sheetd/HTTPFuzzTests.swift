@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SheetFuzzing
 import Testing
 #if canImport(Glibc)
 import Glibc

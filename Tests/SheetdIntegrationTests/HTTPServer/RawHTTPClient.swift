@@ -246,8 +246,3 @@ func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async thr
     }
     return try outcome.withLock { $0 }!.get()
 }
-
-func milliseconds(since start: ContinuousClock.Instant) -> Double {
-    let d = ContinuousClock.now - start
-    return Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15
-}
