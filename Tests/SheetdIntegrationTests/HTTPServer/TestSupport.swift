@@ -9,6 +9,8 @@ final class Probe: Sendable {
         var streamsClosed: [String] = []
         var records: [HTTPExchangeRecord] = []
         var respondCalls = 0
+        /// Streams of `/held-stream`, by id: the test writes and finishes them itself.
+        var heldStreams: [String: HTTPStream] = [:]
     }
 
     let state = LockedValue(State())
@@ -16,6 +18,7 @@ final class Probe: Sendable {
     var streamsClosed: [String] { state.withLock { $0.streamsClosed } }
     var records: [HTTPExchangeRecord] { state.withLock { $0.records } }
     var respondCalls: Int { state.withLock { $0.respondCalls } }
+    func heldStream(_ id: String) -> HTTPStream? { state.withLock { $0.heldStreams[id] } }
 
     /// Polls `condition` for up to `timeout`.
     func wait(for timeout: Duration = .seconds(5), _ condition: (Probe) -> Bool) async -> Bool {
@@ -34,6 +37,7 @@ final class Probe: Sendable {
 /// - `/stream?n=K&ms=M`: a stream of K lines written every M ms, then the end.
 /// - `/forever?ms=M&id=ID`: a stream written every M ms until the client goes (onClose records ID).
 /// - `/idle-stream?id=ID`: a stream that never writes (held until shutdown).
+/// - `/held-stream?id=ID`: a stream the test itself writes and finishes (`Probe.heldStream`).
 /// - `/early`: refused by preflight with 404 (before the body).
 struct TestResponder: HTTPResponder {
     let probe: Probe
@@ -102,6 +106,13 @@ struct TestResponder: HTTPResponder {
                 }
             }
             return HTTPResponse(status: 200, body: .stream(stream))
+        case "/held-stream":
+            let id = head.queryValue("id") ?? "held"
+            let stream = HTTPStream()
+            let probe = self.probe
+            stream.onClose { probe.state.withLock { $0.streamsClosed.append(id) } }
+            probe.state.withLock { $0.heldStreams[id] = stream }
+            return HTTPResponse(status: 200, headers: ["Content-Type": "text/plain"], body: .stream(stream))
         case "/idle-stream":
             let id = head.queryValue("id") ?? "idle"
             let stream = HTTPStream()
