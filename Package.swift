@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 import PackageDescription
 
 /// Layers point one way: SheetCore ← SessionStore ← SheetAPI → HTTPServer ← sheetd.
@@ -11,7 +11,10 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "sheetd",
-    platforms: [.macOS(.v15)],
+    // Linux (glibc) is where sheetd is built, tested and run. On Apple platforms the code needs
+    // the Swift 6.2 concurrency runtime (`Task.immediate`, `SerialExecutor.isIsolatingCurrentContext`),
+    // which is macOS 26; the libmicrohttpd, jansson and SQLite system libraries come from pkg-config.
+    platforms: [.macOS(.v26)],
     products: [
         .executable(name: "sheetd", targets: ["sheetd"]),
         .library(name: "SheetCore", targets: ["SheetCore"]),

@@ -2,6 +2,8 @@ import Locking
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// `--rate-limit N`: a token bucket per caller (per key, or per client address without keys),

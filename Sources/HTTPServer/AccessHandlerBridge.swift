@@ -2,6 +2,8 @@ import CMicroHTTPD
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 // The bridge from libmicrohttpd's synchronous access handler to async Swift.

@@ -4,6 +4,8 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// An HTTP/1.1 server on libmicrohttpd (epoll, internal thread pool). Requests are answered by an

@@ -2,6 +2,8 @@ import CMicroHTTPD
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 // Answers libmicrohttpd 0.9.75 would give by itself, given as the application's own.

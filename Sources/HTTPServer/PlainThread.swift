@@ -1,5 +1,7 @@
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Runs blocking work (MHD_stop_daemon joins libmicrohttpd's threads) on a fresh POSIX thread, so

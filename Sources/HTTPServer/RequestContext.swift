@@ -4,6 +4,8 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Per-request state, stored in libmicrohttpd's `*con_cls` from the first access-handler call

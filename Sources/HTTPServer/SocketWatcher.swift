@@ -3,6 +3,8 @@ import Locking
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// One plain thread with an epoll set, for the two things libmicrohttpd does not watch:

@@ -2,7 +2,11 @@ import Locking
 import CSQLite
 import Dispatch
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import SessionStore
 import SheetCore
 import Synchronization

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Gives the calling thread its name in top and perf, through the kernel's own file for it.
 /// Foundation's `Thread.name` did not reliably: set before `start()`, the thread kept its

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import SheetCore
 
 /// Where the store reads the time: the system's wall clock in service, a fixed or stepped one in tests.

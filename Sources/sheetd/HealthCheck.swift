@@ -1,5 +1,9 @@
 import CGnuTLS
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// `sheetd --check URL`: a tiny HTTP GET so a container's HEALTHCHECK needs no curl in the image.
 enum HealthCheck {

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The command line and its `SHEETD_*` environment twins. A flag wins over the environment.
 struct Options {

@@ -1,4 +1,8 @@
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// SIGINT/SIGTERM handled without a signal handler: the signals are blocked in every thread and
 /// the main thread takes them with `sigwait`, so no async-signal-safety rules apply.

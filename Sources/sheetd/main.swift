@@ -1,6 +1,10 @@
 import AccessControl
 import Dispatch
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import HTTPServer
 import Locking
 import SQLiteArchive
