@@ -283,6 +283,9 @@ public final class SessionStore: Sendable {
         return removed
     }
 
+    /// Sessions held per tenant now, for the metrics gauge (tenants with none are left out).
+    public var sessionsPerTenant: [Tenant: Int] { tenantCounts.withLock { $0 } }
+
     /// Sessions per phase, for the metrics gauge.
     public func phaseCounts() async -> [Phase: Int] {
         var total: [Phase: Int] = [:]

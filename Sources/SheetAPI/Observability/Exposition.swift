@@ -43,6 +43,10 @@ extension ServiceObserver {
         for phase in Phase.allCases {
             out.sample("sheetd_sessions", [("phase", phase.rawValue)], Double(phases[phase] ?? 0))
         }
+        out.family("sheetd_tenant_sessions", "gauge", "Sessions held now, by tenant (the tenants of the keys file, or default).")
+        for (tenant, count) in store.sessionsPerTenant.sorted(by: { $0.key.name < $1.key.name }) {
+            out.sample("sheetd_tenant_sessions", [("tenant", tenant.name)], Double(count))
+        }
         out.family("sheetd_events_total", "counter", "Events recorded, by type.")
         for (index, type) in Metrics.eventTypes.enumerated() {
             out.sample("sheetd_events_total", [("type", type.rawValue)], Double(m.events[index].current))

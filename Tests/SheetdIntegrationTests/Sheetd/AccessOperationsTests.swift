@@ -111,6 +111,7 @@ struct AccessOperationsTests {
             }
             #expect(statuses.last == 429)
             #expect(try server.client().request("GET", "/healthz").status == 200, "health checks are never limited")
+            #expect(server.stop() == 0)
         }
     }
 
@@ -148,6 +149,8 @@ struct AccessOperationsTests {
 
             let open = try SheetdProcess(["--host", "0.0.0.0", "--allow-unauthenticated"])
             #expect(try TestHTTPClient(port: open.port, host: outside).request("POST", "/sessions", body: "{}").status == 201)
+            #expect(protected.stop() == 0)
+            #expect(open.stop() == 0)
         }
     }
 
@@ -177,6 +180,7 @@ struct AccessOperationsTests {
             let other = try server.call("acme/app", "GET", "/sessions", headers: [("Origin", "https://evil.example")])
             #expect(other.header("Access-Control-Allow-Origin") == nil)
             #expect(!(created.header("Access-Control-Allow-Origin") ?? "").contains("*"))
+            #expect(server.server.stop() == 0)
         }
     }
 
@@ -208,6 +212,7 @@ struct TenantCapacityTests {
             _ = try server.createSession("globex/app")
             #expect(try server.call("acme/app", "DELETE", "/sessions/\(first)").status == 204)
             #expect(try server.call("acme/app", "POST", "/sessions", body: "{}").status == 201)
+            #expect(server.server.stop() == 0)
         }
     }
 }

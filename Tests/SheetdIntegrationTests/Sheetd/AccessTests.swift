@@ -77,7 +77,10 @@ struct AccessTests {
             #expect(answer.status == 401)
             #expect(answer.errorCode == "unauthorized")
             #expect(answer.header("WWW-Authenticate") == #"Bearer realm="sheetd""#)
+            _ = try server.createSession("acme/app")
             let metrics = try server.call("acme/operator", "GET", "/metrics").text
+            #expect(metrics.contains("sheetd_tenant_sessions{tenant=\"acme\"}"))
+            #expect(!metrics.contains("sheetd_not-a-key") && !metrics.contains(server.keys["acme/app"]!))
             let line = metrics.split(separator: "\n").first { $0.hasPrefix("sheetd_auth_failures_total{reason=\"\(reason)\"}") }
             #expect((line?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= 1, "\(line ?? "no line")")
         }

@@ -135,6 +135,9 @@ final class SheetdProcess: @unchecked Sendable {
     }
 
     deinit {
+        // Stop watching the pipe before it is closed: a descriptor closed under libdispatch's
+        // watch can crash its event loop.
+        errors.readabilityHandler = nil
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
