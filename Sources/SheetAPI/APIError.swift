@@ -32,6 +32,12 @@ public struct APIError: Error, Sendable {
         case forbidden
         case authRequired = "auth_required"
         case rateLimited = "rate_limited"
+        case sheetCovered = "sheet_covered"
+        case thresholdInactive = "threshold_inactive"
+        case stackFull = "stack_full"
+        case cannotPop = "cannot_pop"
+        case tooDeep = "too_deep"
+        case parentUnavailable = "parent_unavailable"
 
         /// The HTTP status of each code: the only mapping from errors to statuses in sheetd.
         public var status: Int {
@@ -42,7 +48,8 @@ public struct APIError: Error, Sendable {
             case .unauthorized: 401
             case .forbidden, .authRequired: 403
             case .methodNotAllowed: 405
-            case .confirmationPending, .sheetDismissed, .noPendingConfirmation, .sheetPresented: 409
+            case .confirmationPending, .sheetDismissed, .noPendingConfirmation, .sheetPresented, .sheetCovered,
+                 .thresholdInactive, .stackFull, .cannotPop, .tooDeep, .parentUnavailable: 409
             case .eventsExpired: 410
             case .versionMismatch: 412
             case .payloadTooLarge: 413
@@ -142,14 +149,9 @@ extension APIError {
         }
     }
 
+    /// SheetCore's codes are spelled as the API's, so the code carries over by name (a test
+    /// checks that every one has its API code).
     init(_ error: SheetError) {
-        let code: Code = switch error.code {
-        case .confirmationPending: .confirmationPending
-        case .sheetDismissed: .sheetDismissed
-        case .noPendingConfirmation: .noPendingConfirmation
-        case .sheetPresented: .sheetPresented
-        case .unknownDetent: .unknownDetent
-        }
-        self.init(code, error.message, field: error.field)
+        self.init(Code(rawValue: error.code.rawValue) ?? .invalidField, error.message, field: error.field)
     }
 }

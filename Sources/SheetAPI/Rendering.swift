@@ -18,10 +18,33 @@ enum Rendering {
         writer.member(#","presentation":"#); writer.integer(sheet.presentation)
         writer.member(#","dismissReason":"#)
         if let reason = sheet.dismissReason { writer.plainString(reason.rawValue) } else { writer.null() }
+        writer.member(#","hasChanges":"#); writer.bool(sheet.hasChanges)
+        writer.member(#","containerHeight":"#); writer.number(sheet.containerHeight)
+        writer.member(#","heights":"#)
+        writer.beginObject()
+        for (detent, points) in sheet.heights {
+            writer.plainString(detent.description)
+            writer.member(":")
+            writer.number(points)
+        }
+        writer.endObject()
+        writer.member(#","thresholdActive":"#); writer.bool(sheet.thresholdActive)
+        writer.member(#","dimmed":"#); writer.bool(sheet.dimmed)
+        writer.member(#","backgroundInteractive":"#); writer.bool(sheet.backgroundInteractive)
+        writer.member(#","stack":"#)
+        writer.beginArray()
+        for screen in sheet.stack { writer.plainString(screen) }
+        writer.endArray()
+        writer.member(#","parent":"#); optionalID(sheet.parent, into: &writer)
+        writer.member(#","child":"#); optionalID(sheet.child, into: &writer)
         writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
         writer.member(#","createdAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
         writer.member(#","updatedAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
         writer.endObject()
+    }
+
+    static func optionalID(_ id: SessionID?, into writer: inout JSONWriter) {
+        if let id { writer.unescapedString(length: SessionID.textLength, id.writeDescription) } else { writer.null() }
     }
 
     static func configuration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
@@ -37,6 +60,10 @@ enum Rendering {
         writer.member(#","interceptAction":"#); writer.plainString(configuration.interceptAction.rawValue)
         writer.member(#","containerHeight":"#); writer.number(configuration.containerHeight)
         writer.member(#","decelerationRate":"#); writer.plainString(configuration.decelerationRate.rawValue)
+        writer.member(#","protectWhen":"#); writer.plainString(configuration.protectWhen.rawValue)
+        writer.member(#","largestUndimmedDetent":"#)
+        if let undimmed = configuration.largestUndimmedDetent { writer.plainString(undimmed.description) } else { writer.null() }
+        writer.member(#","rootScreen":"#); writer.plainString(configuration.rootScreen)
         writer.endObject()
     }
 
@@ -131,5 +158,22 @@ extension JSONWriter: SheetEventMemberWriter {
     public mutating func member(_ key: StaticString, integer: Int) {
         self.key(key)
         self.integer(integer)
+    }
+
+    public mutating func member(_ key: StaticString, bool: Bool) {
+        self.key(key)
+        self.bool(bool)
+    }
+
+    public mutating func member(_ key: StaticString, number: Double) {
+        self.key(key)
+        self.number(number)
+    }
+
+    public mutating func member(_ key: StaticString, strings: [String]) {
+        self.key(key)
+        beginArray()
+        for string in strings { plainString(string) }
+        endArray()
     }
 }

@@ -31,7 +31,7 @@ struct BodyObject {
     }
 
     /// The member, or nil when absent. `null` is a value like any other (and a wrong type for
-    /// every field but `thresholdDetent`, where it means "none").
+    /// every field but `thresholdDetent` and `largestUndimmedDetent`, where it means "none").
     subscript(key: String) -> JSONValue? {
         members.first(where: { $0.key == key })?.value
     }
@@ -59,6 +59,12 @@ struct BodyObject {
         }
     }
 
+    /// A detent, or nil when absent or `null` ("none").
+    func nullableDetent(_ key: String) throws(APIError) -> Detent? {
+        if case .null? = self[key] { return nil }
+        return try detent(key)
+    }
+
     func choice<T: RawRepresentable & CaseIterable>(_ key: String, as type: T.Type) throws(APIError) -> T? where T.RawValue == String {
         guard let text = try string(key) else { return nil }
         guard let value = T(rawValue: text) else {
@@ -75,7 +81,7 @@ enum RequestBodies {
         let object = try BodyObject.parse(body)
         try object.rejectUnknown([
             "detents", "defaultDetent", "thresholdDetent", "dismissPolicy", "interceptAction",
-            "containerHeight", "decelerationRate",
+            "containerHeight", "decelerationRate", "protectWhen", "largestUndimmedDetent", "rootScreen",
         ])
         var detents: [Detent]?
         if let value = object["detents"] {
@@ -94,23 +100,22 @@ enum RequestBodies {
             detents = parsed
         }
         let defaultDetent = try object.detent("defaultDetent")
-        var thresholdDetent: Detent?
-        if case .null? = object["thresholdDetent"] {
-            thresholdDetent = nil
-        } else {
-            thresholdDetent = try object.detent("thresholdDetent")
-        }
+        let thresholdDetent = try object.nullableDetent("thresholdDetent")
         let dismissPolicy = try object.choice("dismissPolicy", as: DismissPolicy.self)
         let interceptAction = try object.choice("interceptAction", as: InterceptAction.self)
         let containerHeight = try object.number("containerHeight")
         let decelerationRate = try object.choice("decelerationRate", as: DecelerationRate.self)
+        let protectWhen = try object.choice("protectWhen", as: ProtectWhen.self)
+        let undimmed = try object.nullableDetent("largestUndimmedDetent")
+        let rootScreen = try object.string("rootScreen")
         do {
             return try SheetConfiguration(
                 detents: detents, defaultDetent: defaultDetent, thresholdDetent: thresholdDetent,
                 dismissPolicy: dismissPolicy, interceptAction: interceptAction,
-                containerHeight: containerHeight, decelerationRate: decelerationRate)
+                containerHeight: containerHeight, decelerationRate: decelerationRate,
+                protectWhen: protectWhen, largestUndimmedDetent: undimmed, rootScreen: rootScreen)
         } catch {
-            throw APIError.invalidField(error.field, error.message)
+            throw APIError(error.code == .unknownDetent ? .unknownDetent : .invalidField, error.message, field: error.field)
         }
     }
 

@@ -83,13 +83,12 @@ extension SheetConfiguration {
     /// The factor is multiplied before dividing by 1000 (`V · 499 / 1000`) so whole inputs give
     /// exact, readable heights. Choosing by comparing the two neighbours' distances (rather than
     /// a running minimum) keeps the choice monotonic in p even with rounding.
-    func settle(_ gesture: DragGesture, from index: Int) -> (GestureResolution, Landing) {
-        let s = storage
+    func settle(_ gesture: DragGesture, from index: Int, in layout: ContainerLayout) -> (GestureResolution, Landing) {
         let t = DragGesture.clamped(gesture.translation)
         let v = DragGesture.clamped(gesture.velocity)
-        let released = s.heights[index] - t
-        let projected = released - v * s.decelerationRate.projectionFactor / 1000
-        let candidates = s.candidates
+        let released = layout.heights[index] - t
+        let projected = released - v * storage.decelerationRate.projectionFactor / 1000
+        let candidates = layout.candidates
         var chosen = 0
         while chosen + 1 < candidates.count,
               candidates[chosen + 1].height - projected <= projected - candidates[chosen].height {
@@ -98,10 +97,10 @@ extension SheetConfiguration {
         // Detents that resolve to the same height as the current one (e.g. `medium` and
         // `fraction:0.5`) are the same place on screen: landing there keeps the current detent,
         // so a zero gesture never moves the sheet. Otherwise ties go to the later detent.
-        let landing: Landing = candidates[chosen].height == s.heights[index] ? .detent(index) : candidates[chosen].landing
+        let landing: Landing = candidates[chosen].height == layout.heights[index] ? .detent(index) : candidates[chosen].landing
         let target: DragTarget = switch landing {
         case .closed: .closed
-        case .detent(let i): .detent(s.detents[i])
+        case .detent(let i): .detent(storage.detents[i])
         }
         let resolution = GestureResolution(releasedHeight: Self.reported(released),
                                            projectedHeight: Self.reported(projected), target: target)

@@ -42,6 +42,15 @@ public struct ConfigurationError: Error, Hashable, Sendable {
         /// A `Detent` value built in code (not parsed) that breaks its own range, e.g. `.fraction(2)`.
         /// Parsed detents never produce it; it exists so the initializer never accepts nonsense.
         case invalidDetent
+        /// `protectWhen: hasChanges` with `dismissPolicy: allow`: nothing to switch on or off.
+        case protectWhenWithAllow
+        /// A field names a detent outside the effective set where it may not add one
+        /// (`largestUndimmedDetent`); the API answers `unknown_detent`.
+        case unknownDetent
+        /// `largestUndimmedDetent` is the threshold, where the sheet never rests.
+        case undimmedIsThreshold
+        /// A screen name outside 1 to 64 characters of `A–Z a–z 0–9 . _ -`.
+        case invalidScreen
     }
 
     public var code: Code
@@ -65,6 +74,21 @@ public struct SheetError: Error, Hashable, Sendable {
         /// The drag target names a detent the session was not configured with: an error in the
         /// request's body, where the others are conflicts with the sheet's phase.
         case unknownDetent = "unknown_detent"
+        /// A value the action cannot take (the threshold as a `select` target, a screen name
+        /// outside the rule, `pop` below 1, a container height out of range): a 400.
+        case invalidField = "invalid_field"
+        /// Another sheet is presented over this one: it takes no user gesture.
+        case sheetCovered = "sheet_covered"
+        /// A drag to a threshold that does not resolve lowest at the current container height.
+        case thresholdInactive = "threshold_inactive"
+        /// The navigation stack already holds its maximum of screens.
+        case stackFull = "stack_full"
+        /// More screens to pop than stand above the root.
+        case cannotPop = "cannot_pop"
+        /// A chain of sheets already holds its maximum of sessions.
+        case tooDeep = "too_deep"
+        /// A dismissed child can be presented again only over a presented, uncovered parent.
+        case parentUnavailable = "parent_unavailable"
     }
 
     public var code: Code

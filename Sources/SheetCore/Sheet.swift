@@ -14,19 +14,38 @@ public struct SheetOutcome: Hashable, Sendable {
 /// One session's sheet: state plus a reducer, `apply(action) → events`. No I/O and no clock.
 ///
 /// Stored compactly — the configuration is one shared reference, the detent an index into it,
-/// and `version`/`updatedAt` come from the newest event (its seq cached beside the event ring)
-/// instead of being kept as fields of their own — so a store can hold many sessions and copy one
-/// cheaply.
+/// the container's layout a shared table, and `version`/`updatedAt` come from the newest event
+/// (its seq cached beside the event ring) instead of being kept as fields of their own — so a
+/// store can hold many sessions and copy one cheaply.
+///
+/// A sheet in a chain (`parent` or `child` set) is changed through `SheetChain`, which applies
+/// what an action does to the sheets above and below it in the same step.
 public struct Sheet: Hashable, Sendable, Codable {
     public static let retainedEvents = 256
 
     public let configuration: SheetConfiguration
     public let createdAt: Timestamp
-    public private(set) var presentation: Int
-    private var log: EventLog
-    public private(set) var phase: Phase
-    public private(set) var dismissReason: DismissReason?
-    private var detentIndex: UInt8
+    public internal(set) var presentation: Int
+    var log: EventLog
+    public internal(set) var phase: Phase
+    public internal(set) var dismissReason: DismissReason?
+    var detentIndex: UInt8
+    /// Whether the app reported something to lose (`changes`).
+    public internal(set) var hasChanges: Bool
+    var layout: ContainerLayout
+    /// The navigation stack, root first; never empty.
+    public internal(set) var stack: [String]
+    /// nil for a sheet in no chain, which is nearly every sheet: one word instead of two
+    /// optional ids in every session a store holds.
+    var links: ChainLinks?
+
+    /// The sheet this one is presented over, if any. Fixed at creation.
+    public var parent: SessionID? { links?.parent }
+    /// The sheet presented over this one, while there is one: this sheet is then covered.
+    public internal(set) var child: SessionID? {
+        get { links?.child }
+        set { links = ChainLinks(parent: parent, child: newValue) }
+    }
 
     /// Where the sheet rests (or rested, once dismissed). Never the threshold.
     public var detent: Detent { configuration.storage.detents[Int(detentIndex)] }
@@ -36,9 +55,38 @@ public struct Sheet: Hashable, Sendable, Codable {
     public var updatedAt: Timestamp { log.newest?.at ?? createdAt }
     /// Newest `retainedEvents` events, oldest first.
     public var events: EventLog { log }
+    /// The height the detents resolve against now (`configuration` keeps the one it was created with).
+    public var containerHeight: Double { layout.containerHeight }
+    /// Each detent of the effective set with its points at the current height, in detent order.
+    public var heights: [(detent: Detent, points: Double)] {
+        layout.order.map { (configuration.storage.detents[$0], layout.heights[$0]) }
+    }
+    /// Whether the threshold can intercept at the current height (false when there is none).
+    public var thresholdActive: Bool { layout.thresholdActive }
+    /// Another sheet is presented over this one.
+    public var isCovered: Bool { child != nil }
+    /// Whether a swipe or a drag to the threshold is intercepted or blocked rather than let through.
+    public var isProtected: Bool {
+        configuration.dismissPolicy != .allow && (configuration.protectWhen == .always || hasChanges)
+    }
+    /// Whether what is behind the sheet is dimmed: while presented or confirming, unless the
+    /// detent resolves at or below `largestUndimmedDetent` at the current height.
+    public var dimmed: Bool {
+        guard phase != .dismissed else { return false }
+        guard let undimmed = configuration.storage.undimmedIndex else { return true }
+        return layout.heights[Int(detentIndex)] > layout.heights[undimmed]
+    }
+    /// Whether what is behind the sheet takes touches: exactly when it is not dimmed (and always
+    /// once the sheet is dismissed).
+    public var backgroundInteractive: Bool { !dimmed }
 
-    /// Records `presented {detent: default, presentation: 1}` as seq 1 at `now`.
+    /// Records `presented {detent: default, presentation: 1}` as seq 1 at `now`. A sheet
+    /// presented over another is made by `SheetChain.present(_:over:)`, which also covers the parent.
     public init(configuration: SheetConfiguration, now: Timestamp) {
+        self.init(configuration: configuration, parent: nil, now: now)
+    }
+
+    init(configuration: SheetConfiguration, parent: SessionID?, now: Timestamp) {
         self.configuration = configuration
         self.createdAt = now
         self.presentation = 1
@@ -46,30 +94,34 @@ public struct Sheet: Hashable, Sendable, Codable {
         self.phase = .presented
         self.dismissReason = nil
         self.detentIndex = UInt8(configuration.storage.defaultIndex)
+        self.hasChanges = false
+        self.layout = configuration.storage.layout
+        self.stack = [configuration.rootScreen]
+        self.links = ChainLinks(parent: parent, child: nil)
         log.append(SheetEvent(seq: 1, at: now,
                               kind: .presented(detent: configuration.defaultDetent, presentation: 1)))
     }
 
-    /// Applies an action. On error nothing changes. Events get seq version+1…, `at: now`.
+    /// Applies an action to this sheet alone. On error nothing changes. Events get seq
+    /// version+1…, `at: now`.
     ///
-    /// Checks run in the API's order: the body (an unknown detent, a 400) before the phase (409).
+    /// Checks run in the API's order: the body (400) before the phase (409), and among phase
+    /// conflicts the order of the conflict table. Dismissing a covered sheet takes the sheets
+    /// above it down too, so it is refused here (`sheet_covered`) and done by `SheetChain`.
     public mutating func apply(_ action: SheetAction, now: Timestamp) throws(SheetError) -> SheetOutcome {
         switch action {
         case .drag(let target):
-            let landing: Landing
-            switch target {
-            case .closed:
-                landing = .closed
-            case .detent(let d):
-                guard let i = configuration.index(of: d) else { throw unknownDetent(d) }
-                landing = .detent(i)
-            }
+            let landing = try landing(of: target)
             try requireDragAllowed()
+            if case .detent(let i) = landing, i == configuration.storage.thresholdIndex, !layout.thresholdActive {
+                throw SheetError(code: .thresholdInactive,
+                                 message: "the threshold \(target) does not resolve lower than every other detent at the current container height \(DecimalText.canonical(containerHeight)), so it cannot be dragged to")
+            }
             return drag(to: landing, attempted: target, gesture: nil, now: now)
 
         case .gesture(let gesture):
             try requireDragAllowed()
-            let (resolution, landing) = configuration.settle(gesture, from: Int(detentIndex))
+            let (resolution, landing) = configuration.settle(gesture, from: Int(detentIndex), in: layout)
             var outcome = drag(to: landing, attempted: resolution.target, gesture: resolution, now: now)
             outcome.gesture = resolution
             return outcome
@@ -91,6 +143,9 @@ public struct Sheet: Hashable, Sendable, Codable {
             guard phase != .dismissed else {
                 throw SheetError(code: .sheetDismissed, message: "the sheet is already dismissed")
             }
+            guard child == nil else {
+                throw SheetError(code: .sheetCovered, message: "a covered sheet is dismissed together with the sheets above it")
+            }
             return dismiss(reason.dismissReason, now: now)
 
         case .present:
@@ -101,24 +156,27 @@ public struct Sheet: Hashable, Sendable, Codable {
             dismissReason = nil
             detentIndex = UInt8(configuration.storage.defaultIndex)
             presentation += 1
+            hasChanges = false
+            stack = [configuration.rootScreen]
             return record(.presented(detent: detent, presentation: presentation), now: now)
-        }
-    }
 
-    /// What is wrong with the action's own values whatever the sheet's phase and version (a drag
-    /// to a detent this sheet was not configured with), or nil. `apply` throws the same error; a
-    /// store checks it before a version precondition, which it outranks.
-    public func requestError(in action: SheetAction) -> SheetError? {
-        switch action {
-        case .drag(.detent(let d)) where configuration.index(of: d) == nil: unknownDetent(d)
-        case .drag, .gesture, .confirm, .dismiss, .present: nil
-        }
-    }
+        case .changes(let value):
+            guard phase != .dismissed else {
+                throw SheetError(code: .sheetDismissed, message: "the sheet is dismissed: there is nothing left to lose")
+            }
+            guard value != hasChanges else { return SheetOutcome(events: []) }
+            hasChanges = value
+            return record(.changesMarked(hasChanges: value), now: now)
 
-    private func unknownDetent(_ d: Detent) -> SheetError {
-        SheetError(code: .unknownDetent,
-                   message: "\(d) is not one of this sheet's detents (\(configuration.detents.map(\.description).joined(separator: ", ")))",
-                   field: "to")
+        case .select(let target):
+            return try select(target, now: now)
+
+        case .resize(let height):
+            return try resize(to: height, now: now)
+
+        case .navigate(let step):
+            return try navigate(step, now: now)
+        }
     }
 
     /// Events with seq > after, or `.expired` when some of them were already dropped.
@@ -135,143 +193,29 @@ public struct Sheet: Hashable, Sendable, Codable {
         case expired
     }
 
-    /// Pure target choice for a gesture from the current detent (issue 5's rule).
+    /// Pure target choice for a gesture from the current detent at the current height.
     public func resolve(_ gesture: DragGesture) -> GestureResolution {
-        configuration.settle(gesture, from: Int(detentIndex)).0
+        configuration.settle(gesture, from: Int(detentIndex), in: layout).0
+    }
+}
+
+/// A sheet's place in a chain, shared and immutable (`Sendable` by construction); replaced,
+/// never changed, when the sheet is covered or uncovered.
+final class ChainLinks: Hashable, Sendable {
+    let parent: SessionID?
+    let child: SessionID?
+
+    /// nil when there is neither: a sheet in no chain carries no box.
+    init?(parent: SessionID?, child: SessionID?) {
+        if parent == nil && child == nil { return nil }
+        self.parent = parent
+        self.child = child
     }
 
-    // MARK: Transitions
+    static func == (lhs: ChainLinks, rhs: ChainLinks) -> Bool { lhs.parent == rhs.parent && lhs.child == rhs.child }
 
-    private func requireDragAllowed() throws(SheetError) {
-        switch phase {
-        case .presented: return
-        case .confirming:
-            throw SheetError(code: .confirmationPending,
-                             message: "a confirmation is pending: answer it with confirm before dragging")
-        case .dismissed:
-            throw SheetError(code: .sheetDismissed, message: "the sheet is dismissed: present it before dragging")
-        }
-    }
-
-    /// The drag table of SHEET-SEMANTICS.md, once the target is known and the phase allows it.
-    private mutating func drag(to landing: Landing, attempted: DragTarget, gesture: GestureResolution?,
-                               now: Timestamp) -> SheetOutcome {
-        let storage = configuration.storage
-        switch landing {
-        case .detent(let i) where i == Int(detentIndex):
-            return SheetOutcome(events: [])
-        case .detent(let i) where i == storage.thresholdIndex:
-            return intercept(attempted, gesture: gesture, now: now)
-        case .detent(let i):
-            let from = detent
-            detentIndex = UInt8(i)
-            return record(.detentChanged(from: from, to: detent), gesture: gesture, now: now)
-        case .closed:
-            switch storage.dismissPolicy {
-            case .allow: return dismiss(.swipe, gesture: gesture, now: now)
-            case .intercept: return intercept(attempted, gesture: gesture, now: now)
-            case .block: return record(.dismissBlocked(attempted: .closed), gesture: gesture, now: now)
-            }
-        }
-    }
-
-    /// The sheet snaps back to where it was (seed 000); with `confirm` the app now asks.
-    private mutating func intercept(_ attempted: DragTarget, gesture: GestureResolution?, now: Timestamp) -> SheetOutcome {
-        if configuration.storage.interceptAction == .confirm { phase = .confirming }
-        return record(.intercepted(attempted: attempted, restoredTo: detent), gesture: gesture, now: now)
-    }
-
-    private mutating func dismiss(_ reason: DismissReason, gesture: GestureResolution? = nil, now: Timestamp) -> SheetOutcome {
-        phase = .dismissed
-        dismissReason = reason
-        return record(.dismissed(reason: reason), gesture: gesture, now: now)
-    }
-
-    private mutating func record(_ kind: SheetEvent.Kind, gesture: GestureResolution? = nil, now: Timestamp) -> SheetOutcome {
-        let event = SheetEvent(seq: version + 1, at: now, kind: kind, gesture: gesture)
-        log.append(event)
-        return SheetOutcome(events: [event])
-    }
-
-    // MARK: Codable (the store's shape, not the API's)
-
-    private enum CodingKeys: String, CodingKey {
-        case configuration, phase, detent, presentation, dismissReason, version, createdAt, updatedAt, events
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(configuration, forKey: .configuration)
-        try c.encode(phase, forKey: .phase)
-        try c.encode(detent, forKey: .detent)
-        try c.encode(presentation, forKey: .presentation)
-        try c.encodeIfPresent(dismissReason, forKey: .dismissReason)
-        try c.encode(version, forKey: .version)
-        try c.encode(createdAt, forKey: .createdAt)
-        try c.encode(updatedAt, forKey: .updatedAt)
-        try c.encode(Array(log), forKey: .events)
-    }
-
-    /// Reads a stored session back and refuses one that breaks an invariant the reducer relies
-    /// on, rather than running a state machine from an impossible state.
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        do {
-            try self.init(restoring: try c.decode(SheetConfiguration.self, forKey: .configuration),
-                          phase: try c.decode(Phase.self, forKey: .phase),
-                          detent: try c.decode(Detent.self, forKey: .detent),
-                          presentation: try c.decode(Int.self, forKey: .presentation),
-                          dismissReason: try c.decodeIfPresent(DismissReason.self, forKey: .dismissReason),
-                          createdAt: try c.decode(Timestamp.self, forKey: .createdAt),
-                          events: try c.decode([SheetEvent].self, forKey: .events),
-                          version: try c.decodeIfPresent(UInt64.self, forKey: .version))
-        } catch let error as RestoreError {
-            let key: CodingKeys = switch error.part {
-            case .detent: .detent
-            case .presentation: .presentation
-            case .dismissReason: .dismissReason
-            case .events: .events
-            case .version: .version
-            }
-            throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: error.reason)
-        }
-    }
-
-    /// Why a stored session cannot be restored: which part breaks which invariant.
-    public struct RestoreError: Error, CustomStringConvertible {
-        public enum Part: String, Sendable { case detent, presentation, dismissReason, events, version }
-        public let part: Part
-        public let reason: String
-        public var description: String { "\(part.rawValue): \(reason)" }
-    }
-
-    /// A stored session from its parts, without a decoder (start-up reads a million of them),
-    /// with the same checks as `init(from:)`. `configuration` may be shared by many sessions.
-    public init(restoring configuration: SheetConfiguration, phase: Phase, detent: Detent, presentation: Int,
-                dismissReason: DismissReason?, createdAt: Timestamp, events: [SheetEvent], version: UInt64? = nil) throws(RestoreError) {
-        guard let i = configuration.index(of: detent), i != configuration.storage.thresholdIndex else {
-            throw RestoreError(part: .detent, reason: "\(detent) is not a resting detent of this configuration")
-        }
-        guard presentation >= 1 else { throw RestoreError(part: .presentation, reason: "presentation counts from 1") }
-        guard (phase == .dismissed) == (dismissReason != nil) else {
-            throw RestoreError(part: .dismissReason, reason: "a dismissed sheet has a reason and only a dismissed one does")
-        }
-        guard !events.isEmpty, events.count <= Self.retainedEvents, events[0].seq >= 1 else {
-            throw RestoreError(part: .events, reason: "expected 1 to \(Self.retainedEvents) events")
-        }
-        for (a, b) in zip(events, events.dropFirst()) where b.seq != a.seq + 1 {
-            throw RestoreError(part: .events, reason: "event seq must count up by one: \(a.seq) then \(b.seq)")
-        }
-        if let version, version != events[events.count - 1].seq {
-            throw RestoreError(part: .version, reason: "version \(version) is not the seq of the latest event")
-        }
-        self.configuration = configuration
-        self.phase = phase
-        self.presentation = presentation
-        self.dismissReason = dismissReason
-        self.createdAt = createdAt
-        detentIndex = UInt8(i)
-        log = EventLog()
-        for event in events { log.append(event) }
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(parent)
+        hasher.combine(child)
     }
 }

@@ -3,7 +3,37 @@
 public enum Phase: String, Sendable, Codable, CaseIterable { case presented, confirming, dismissed }
 
 /// Why a sheet was dismissed; reported in the `dismissed` event.
-public enum DismissReason: String, Sendable, Codable, CaseIterable { case swipe, done, programmatic, discarded, saved }
+/// `parentDismissed`: the sheet below was dismissed, which takes every sheet above it down first.
+public enum DismissReason: String, Sendable, Codable, CaseIterable {
+    case swipe, done, programmatic, discarded, saved, parentDismissed
+}
+
+/// Why a covered sheet was uncovered: its child's dismissal reason, or the child was deleted.
+public enum UncoverReason: String, Sendable, Codable, CaseIterable {
+    case swipe, done, programmatic, discarded, saved, parentDismissed, deleted
+
+    public init(_ reason: DismissReason) {
+        self = switch reason {
+        case .swipe: .swipe
+        case .done: .done
+        case .programmatic: .programmatic
+        case .discarded: .discarded
+        case .saved: .saved
+        case .parentDismissed: .parentDismissed
+        }
+    }
+}
+
+/// Who moved the sheet to another detent: the user's drag or the app's `select`.
+public enum DetentMover: String, Sendable, Codable, CaseIterable { case user, app }
+
+/// One change to a sheet's navigation stack.
+public enum NavigationStep: Hashable, Sendable {
+    /// Shows a screen on top of the stack.
+    case push(String)
+    /// Removes this many screens from the top (at least 1; never the root).
+    case pop(Int)
+}
 
 /// The app's answer to an interception's "Discard changes?" question.
 public enum ConfirmAction: String, Sendable, Codable, CaseIterable { case discard, save, cancel }
@@ -29,4 +59,11 @@ public enum SheetAction: Hashable, Sendable {
     case confirm(ConfirmAction)
     case dismiss(AppDismissReason)
     case present
+    /// The app reports whether there is something to lose (a set-operation, never a toggle).
+    case changes(hasChanges: Bool)
+    /// The app moves the sheet to a detent, as UIKit's `selectedDetentIdentifier` does.
+    case select(Detent)
+    /// The container's height changed (rotation, split view, window resizing).
+    case resize(containerHeight: Double)
+    case navigate(NavigationStep)
 }

@@ -26,6 +26,10 @@ public enum DecelerationRate: String, Sendable, Codable, CaseIterable {
     }
 }
 
+/// When the dismiss policy protects the sheet: always, or only while the app reports unsaved
+/// changes (Apple's sample sets `isModalInPresentation = hasChanges`).
+public enum ProtectWhen: String, Sendable, Codable, CaseIterable { case always, hasChanges }
+
 /// A session's configuration, fixed when it is created and validated once, here.
 ///
 /// Stored behind one immutable reference: every `Sheet` carries its configuration, and sharing
@@ -47,6 +51,11 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
     public var interceptAction: InterceptAction { storage.interceptAction }
     public var containerHeight: Double { storage.containerHeight }
     public var decelerationRate: DecelerationRate { storage.decelerationRate }
+    public var protectWhen: ProtectWhen { storage.protectWhen }
+    /// The tallest detent at which the sheet leaves what is behind it undimmed and interactive.
+    public var largestUndimmedDetent: Detent? { storage.undimmedIndex.map { storage.detents[$0] } }
+    /// The first screen of the sheet's navigation stack.
+    public var rootScreen: String { storage.rootScreen }
 
     /// nil means "not given": the defaults of SHEET-SEMANTICS.md apply. The first failing rule,
     /// in the order the fields are listed, is thrown.
@@ -57,7 +66,10 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
         dismissPolicy: DismissPolicy? = nil,
         interceptAction: InterceptAction? = nil,
         containerHeight: Double? = nil,
-        decelerationRate: DecelerationRate? = nil
+        decelerationRate: DecelerationRate? = nil,
+        protectWhen: ProtectWhen? = nil,
+        largestUndimmedDetent: Detent? = nil,
+        rootScreen: String? = nil
     ) throws(ConfigurationError) {
         let given = detents ?? [.large]
         if given.isEmpty {
@@ -109,6 +121,28 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
             throw ConfigurationError(code: .containerHeightOutOfRange, field: "containerHeight",
                                      message: "containerHeight must be a number of points from 1 to 10000, got \(DecimalText.canonical(container))")
         }
+        let protect = protectWhen ?? .always
+        if protect == .hasChanges && policy == .allow {
+            throw ConfigurationError(code: .protectWhenWithAllow, field: "protectWhen",
+                                     message: "protectWhen hasChanges needs a dismissPolicy that protects (intercept or block); with allow there is nothing to switch on")
+        }
+        var undimmedIndex: Int?
+        if let d = largestUndimmedDetent {
+            if !d.isValid { throw Self.invalid(d, field: "largestUndimmedDetent") }
+            guard let i = set.firstIndex(of: d) else {
+                throw ConfigurationError(code: .unknownDetent, field: "largestUndimmedDetent",
+                                         message: "largestUndimmedDetent \(d) is not one of this sheet's detents (\(set.map(\.description).joined(separator: ", "))); it names a detent, it does not add one")
+            }
+            if d == thresholdDetent {
+                throw ConfigurationError(code: .undimmedIsThreshold, field: "largestUndimmedDetent",
+                                         message: "largestUndimmedDetent cannot be the threshold \(d): the sheet never rests there")
+            }
+            undimmedIndex = i
+        }
+        let root = rootScreen ?? NavigationStack.defaultRoot
+        if let problem = NavigationStack.problem(withName: root) {
+            throw ConfigurationError(code: .invalidScreen, field: "rootScreen", message: "rootScreen " + problem)
+        }
         storage = Storage(
             detents: set,
             defaultIndex: set.firstIndex(of: chosenDefault)!,
@@ -116,7 +150,10 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
             dismissPolicy: policy,
             interceptAction: interceptAction ?? .confirm,
             containerHeight: container,
-            decelerationRate: decelerationRate ?? .normal)
+            decelerationRate: decelerationRate ?? .normal,
+            protectWhen: protect,
+            undimmedIndex: undimmedIndex,
+            rootScreen: root)
     }
 
     private static func invalid(_ d: Detent, field: String) -> ConfigurationError {
@@ -143,10 +180,14 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
         hasher.combine(storage.interceptAction)
         hasher.combine(storage.containerHeight)
         hasher.combine(storage.decelerationRate)
+        hasher.combine(storage.protectWhen)
+        hasher.combine(storage.undimmedIndex)
+        hasher.combine(storage.rootScreen)
     }
 
     private enum CodingKeys: String, CodingKey {
         case detents, defaultDetent, thresholdDetent, dismissPolicy, interceptAction, containerHeight, decelerationRate
+        case protectWhen, largestUndimmedDetent, rootScreen
     }
 
     /// Missing keys take their defaults; every rule is checked again, so a stored configuration
@@ -161,7 +202,10 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
                 dismissPolicy: c.decodeIfPresent(DismissPolicy.self, forKey: .dismissPolicy),
                 interceptAction: c.decodeIfPresent(InterceptAction.self, forKey: .interceptAction),
                 containerHeight: c.decodeIfPresent(Double.self, forKey: .containerHeight),
-                decelerationRate: c.decodeIfPresent(DecelerationRate.self, forKey: .decelerationRate))
+                decelerationRate: c.decodeIfPresent(DecelerationRate.self, forKey: .decelerationRate),
+                protectWhen: c.decodeIfPresent(ProtectWhen.self, forKey: .protectWhen),
+                largestUndimmedDetent: c.decodeIfPresent(Detent.self, forKey: .largestUndimmedDetent),
+                rootScreen: c.decodeIfPresent(String.self, forKey: .rootScreen))
         } catch let error as ConfigurationError {
             throw DecodingError.dataCorrupted(.init(
                 codingPath: decoder.codingPath + [CodingKeys(rawValue: error.field) ?? CodingKeys.detents],
@@ -182,45 +226,53 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
         try c.encode(interceptAction, forKey: .interceptAction)
         try c.encodeNumber(containerHeight, forKey: .containerHeight)
         try c.encode(decelerationRate, forKey: .decelerationRate)
+        try c.encode(protectWhen, forKey: .protectWhen)
+        if let d = largestUndimmedDetent {
+            try c.encode(d, forKey: .largestUndimmedDetent)
+        } else {
+            try c.encodeNil(forKey: .largestUndimmedDetent)
+        }
+        try c.encode(rootScreen, forKey: .rootScreen)
     }
 
     /// The validated configuration and the tables derived from it.
     final class Storage: Sendable {
         let detents: [Detent]
-        let heights: [Double]
         let defaultIndex: Int
         let thresholdIndex: Int?
         let dismissPolicy: DismissPolicy
         let interceptAction: InterceptAction
         let containerHeight: Double
         let decelerationRate: DecelerationRate
-        /// Gesture candidates, ascending: `closed` at 0, then each distinct resolved height with
-        /// the *last* detent that has it — issue 5 breaks ties toward the taller (later) one.
-        let candidates: [GestureCandidate]
+        let protectWhen: ProtectWhen
+        let undimmedIndex: Int?
+        let rootScreen: String
+        /// The detents at the height the session was created with: where every sheet starts,
+        /// shared by all of them until one is resized.
+        let layout: ContainerLayout
 
         init(detents: [Detent], defaultIndex: Int, thresholdIndex: Int?, dismissPolicy: DismissPolicy,
-             interceptAction: InterceptAction, containerHeight: Double, decelerationRate: DecelerationRate) {
+             interceptAction: InterceptAction, containerHeight: Double, decelerationRate: DecelerationRate,
+             protectWhen: ProtectWhen, undimmedIndex: Int?, rootScreen: String) {
             self.detents = detents
-            self.heights = detents.map { $0.resolvedHeight(containerHeight: containerHeight) }
             self.defaultIndex = defaultIndex
             self.thresholdIndex = thresholdIndex
             self.dismissPolicy = dismissPolicy
             self.interceptAction = interceptAction
             self.containerHeight = containerHeight
             self.decelerationRate = decelerationRate
-            var candidates = [GestureCandidate(height: 0, landing: .closed)]
-            for (i, h) in heights.enumerated() {
-                if candidates[candidates.count - 1].height == h { candidates.removeLast() }
-                candidates.append(GestureCandidate(height: h, landing: .detent(i)))
-            }
-            self.candidates = candidates
+            self.protectWhen = protectWhen
+            self.undimmedIndex = undimmedIndex
+            self.rootScreen = rootScreen
+            self.layout = ContainerLayout(detents: detents, thresholdIndex: thresholdIndex, containerHeight: containerHeight)
         }
 
         func isEqual(to other: Storage) -> Bool {
             detents == other.detents && defaultIndex == other.defaultIndex
                 && thresholdIndex == other.thresholdIndex && dismissPolicy == other.dismissPolicy
                 && interceptAction == other.interceptAction && containerHeight == other.containerHeight
-                && decelerationRate == other.decelerationRate
+                && decelerationRate == other.decelerationRate && protectWhen == other.protectWhen
+                && undimmedIndex == other.undimmedIndex && rootScreen == other.rootScreen
         }
     }
 }
@@ -229,9 +281,4 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
 enum Landing: Hashable, Sendable {
     case closed
     case detent(Int)
-}
-
-struct GestureCandidate: Sendable {
-    var height: Double
-    var landing: Landing
 }

@@ -33,10 +33,31 @@ extension SheetEvent {
         }
 
         mutating func member(_ key: StaticString, integer: Int) {
+            raw(key, String(integer))
+        }
+
+        mutating func member(_ key: StaticString, bool: Bool) {
+            raw(key, bool ? "true" : "false")
+        }
+
+        mutating func member(_ key: StaticString, number: Double) {
+            raw(key, SheetEvent.number(number))
+        }
+
+        mutating func member(_ key: StaticString, strings: [String]) {
+            var list = "["
+            for (index, string) in strings.enumerated() {
+                if index > 0 { list += "," }
+                SheetEvent.appendString(string, to: &list)
+            }
+            raw(key, list + "]")
+        }
+
+        private mutating func raw(_ key: StaticString, _ value: String) {
             out += ",\""
             out += key.description
             out += "\":"
-            out += String(integer)
+            out += value
         }
     }
 
@@ -49,7 +70,7 @@ extension SheetEvent {
 
     /// A JSON string as JSONEncoder writes it by default: `"`, `\` and `/` escaped, control
     /// characters as a \u escape of four hex digits (none of sheetd's names and detents has any).
-    private static func appendString(_ text: String, to out: inout String) {
+    fileprivate static func appendString(_ text: String, to out: inout String) {
         out += "\""
         // The usual case, names, detents and timestamps, needs no escape: appended whole
         // (scalar by scalar was most of the cost of an event's text).
@@ -79,7 +100,7 @@ extension SheetEvent {
 
     /// `encodeNumber`'s choice (whole numbers as integers, non-finite as 0), then JSONEncoder's
     /// own text for a Double: its `description` without a trailing ".0".
-    private static func number(_ value: Double) -> String {
+    fileprivate static func number(_ value: Double) -> String {
         if !value.isFinite { return "0" }
         if abs(value) <= 9_007_199_254_740_992, Double(Int64(value)) == value { return String(Int64(value)) }
         var text = value.description

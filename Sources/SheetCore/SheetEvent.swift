@@ -5,15 +5,26 @@ public struct SheetEvent: Hashable, Sendable, Codable {
     /// lists event types (decoding, metric labels) lists these cases.
     public enum EventType: String, Hashable, Sendable, CaseIterable {
         case presented, detentChanged, intercepted, confirmationCancelled, dismissBlocked, dismissed
+        case changesMarked, resized, pushed, popped, covered, uncovered
     }
 
     public enum Kind: Hashable, Sendable {
         case presented(detent: Detent, presentation: Int)
-        case detentChanged(from: Detent, to: Detent)
+        case detentChanged(from: Detent, to: Detent, by: DetentMover)
         case intercepted(attempted: DragTarget, restoredTo: Detent)
         case confirmationCancelled(detent: Detent)
         case dismissBlocked(attempted: DragTarget)
-        case dismissed(reason: DismissReason)
+        /// `screen`: the top of the navigation stack when the sheet went away.
+        case dismissed(reason: DismissReason, screen: String)
+        case changesMarked(hasChanges: Bool)
+        /// Container heights in points.
+        case resized(from: Double, to: Double)
+        /// `depth`: the stack's size after the change.
+        case pushed(screen: String, depth: Int)
+        /// `screens`: the names removed, top first.
+        case popped(screens: [String], depth: Int)
+        case covered(child: SessionID)
+        case uncovered(child: SessionID, reason: UncoverReason)
 
         /// What kind of event this is (the JSON `type`).
         public var type: EventType {
@@ -24,6 +35,12 @@ public struct SheetEvent: Hashable, Sendable, Codable {
             case .confirmationCancelled: .confirmationCancelled
             case .dismissBlocked: .dismissBlocked
             case .dismissed: .dismissed
+            case .changesMarked: .changesMarked
+            case .resized: .resized
+            case .pushed: .pushed
+            case .popped: .popped
+            case .covered: .covered
+            case .uncovered: .uncovered
             }
         }
     }
@@ -66,7 +83,8 @@ public struct SheetEvent: Hashable, Sendable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case seq, type, at, detent, presentation, from, to, attempted, restoredTo, reason, gesture
+        case seq, type, at, detent, presentation, from, to, by, attempted, restoredTo, reason, screen, gesture
+        case hasChanges, depth, screens, child
     }
 
     /// Flat: `{"seq":3,"type":"intercepted","at":"…Z","attempted":"height:300","restoredTo":"medium"}`.
@@ -95,13 +113,30 @@ public struct SheetEvent: Hashable, Sendable, Codable {
             encode(integer, key)
         }
 
+        mutating func member(_ key: StaticString, bool: Bool) {
+            encode(bool, key)
+        }
+
+        mutating func member(_ key: StaticString, number: Double) {
+            guard failure == nil else { return }
+            do { try container.encodeNumber(number, forKey: codingKey(key)) } catch { failure = error }
+        }
+
+        mutating func member(_ key: StaticString, strings: [String]) {
+            encode(strings, key)
+        }
+
+        private func codingKey(_ key: StaticString) -> CodingKeys {
+            guard let codingKey = CodingKeys(stringValue: key.description) else {
+                preconditionFailure("event member \(key) is missing from SheetEvent.CodingKeys")
+            }
+            return codingKey
+        }
+
         private mutating func encode(_ value: some Encodable, _ key: StaticString) {
             guard failure == nil else { return }
             do {
-                guard let codingKey = CodingKeys(stringValue: key.description) else {
-                    preconditionFailure("event member \(key) is missing from SheetEvent.CodingKeys")
-                }
-                try container.encode(value, forKey: codingKey)
+                try container.encode(value, forKey: codingKey(key))
             } catch {
                 failure = error
             }
@@ -122,8 +157,11 @@ public struct SheetEvent: Hashable, Sendable, Codable {
             kind = .presented(detent: try c.decode(Detent.self, forKey: .detent),
                               presentation: try c.decode(Int.self, forKey: .presentation))
         case .detentChanged:
+            // Events recorded before the app could select a detent carry no `by`: every
+            // move then was the user's.
             kind = .detentChanged(from: try c.decode(Detent.self, forKey: .from),
-                                  to: try c.decode(Detent.self, forKey: .to))
+                                  to: try c.decode(Detent.self, forKey: .to),
+                                  by: try c.decodeIfPresent(DetentMover.self, forKey: .by) ?? .user)
         case .intercepted:
             kind = .intercepted(attempted: try c.decode(DragTarget.self, forKey: .attempted),
                                 restoredTo: try c.decode(Detent.self, forKey: .restoredTo))
@@ -132,7 +170,45 @@ public struct SheetEvent: Hashable, Sendable, Codable {
         case .dismissBlocked:
             kind = .dismissBlocked(attempted: try c.decode(DragTarget.self, forKey: .attempted))
         case .dismissed:
-            kind = .dismissed(reason: try c.decode(DismissReason.self, forKey: .reason))
+            // Before navigation every sheet showed only its root screen, named "root".
+            kind = .dismissed(reason: try c.decode(DismissReason.self, forKey: .reason),
+                              screen: try Self.decodeScreen(c, .screen) ?? NavigationStack.defaultRoot)
+        case .changesMarked:
+            kind = .changesMarked(hasChanges: try c.decode(Bool.self, forKey: .hasChanges))
+        case .resized:
+            kind = .resized(from: try c.decode(Double.self, forKey: .from), to: try c.decode(Double.self, forKey: .to))
+        case .pushed:
+            guard let screen = try Self.decodeScreen(c, .screen) else {
+                throw DecodingError.keyNotFound(CodingKeys.screen, .init(codingPath: c.codingPath, debugDescription: "pushed names its screen"))
+            }
+            kind = .pushed(screen: screen, depth: try c.decode(Int.self, forKey: .depth))
+        case .popped:
+            let screens = try c.decode([String].self, forKey: .screens)
+            guard screens.allSatisfy({ NavigationStack.problem(withName: $0) == nil }) else {
+                throw DecodingError.dataCorruptedError(forKey: .screens, in: c, debugDescription: "not screen names: \(screens)")
+            }
+            kind = .popped(screens: screens, depth: try c.decode(Int.self, forKey: .depth))
+        case .covered:
+            kind = .covered(child: try Self.decodeID(c, .child))
+        case .uncovered:
+            kind = .uncovered(child: try Self.decodeID(c, .child), reason: try c.decode(UncoverReason.self, forKey: .reason))
         }
+    }
+
+    /// A screen name, checked: events are written without escaping their names.
+    private static func decodeScreen(_ c: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> String? {
+        guard let name = try c.decodeIfPresent(String.self, forKey: key) else { return nil }
+        if let problem = NavigationStack.problem(withName: name) {
+            throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "screen " + problem)
+        }
+        return name
+    }
+
+    private static func decodeID(_ c: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> SessionID {
+        let text = try c.decode(String.self, forKey: key)
+        guard let id = SessionID(text) else {
+            throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "\"\(text)\" is not a session id")
+        }
+        return id
     }
 }

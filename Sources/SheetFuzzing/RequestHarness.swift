@@ -1,6 +1,7 @@
 import HTTPServer
 import SessionStore
 import SheetAPI
+import SheetCore
 
 /// Runs fuzz input through sheetd's API layer in-process (no sockets): the JSON body decoders
 /// directly, then the input read as a short script of requests against a fresh in-memory store,

@@ -39,11 +39,30 @@ struct RenderingTests {
         }
     }
 
+    /// Every kind of event, the ones no single session's story produces included.
+    @Test func everyEventKindMatchesCodable() throws {
+        let child = SessionID(high: 7, low: 9)
+        let kinds: [SheetEvent.Kind] = [
+            .detentChanged(from: .large, to: .medium, by: .app), .dismissed(reason: .parentDismissed, screen: "edit"),
+            .changesMarked(hasChanges: true), .resized(from: 844, to: 390.5), .pushed(screen: "a.b", depth: 2),
+            .popped(screens: ["c", "b"], depth: 1), .covered(child: child), .uncovered(child: child, reason: .deleted),
+        ]
+        for kind in kinds {
+            let event = SheetEvent(seq: 4, at: Timestamp(millisecondsSince1970: 1_764_422_931_123), kind: kind)
+            var writer = JSONWriter()
+            Rendering.event(event, into: &writer)
+            #expect(Self.parse(writer.bytes) == (try Self.encoded(event)), "\(String(decoding: writer.bytes, as: UTF8.self))")
+            #expect(Self.parse(Array(event.jsonText.utf8)) == (try Self.encoded(event)))
+        }
+    }
+
+
     @Test func configurationMatchesCodable() throws {
         for configuration in [
             try SheetConfiguration(),
             try SheetConfiguration(detents: [.fraction(0.25), .height(300.5), .medium], thresholdDetent: .fraction(0.25),
-                                   dismissPolicy: .block, interceptAction: .notify, containerHeight: 700.5, decelerationRate: .fast),
+                                   dismissPolicy: .block, interceptAction: .notify, containerHeight: 700.5, decelerationRate: .fast,
+                                   protectWhen: .hasChanges, largestUndimmedDetent: .medium, rootScreen: "list"),
         ] {
             var writer = JSONWriter()
             Rendering.configuration(configuration, into: &writer)
@@ -55,7 +74,9 @@ struct RenderingTests {
         let sheet = try Self.seedSheet()
         let snapshot = SessionSnapshot(id: SessionID.random(), sheet: sheet)
         let object = try #require(Self.parse(Rendering.sessionBody(snapshot)) as? [String: Any])
-        #expect(Set(object.keys) == ["id", "version", "phase", "detent", "presentation", "dismissReason", "config", "createdAt", "updatedAt"])
+        #expect(Set(object.keys) == ["id", "version", "phase", "detent", "presentation", "dismissReason", "config", "createdAt", "updatedAt",
+                                     "hasChanges", "containerHeight", "heights", "thresholdActive", "dimmed", "backgroundInteractive",
+                                     "stack", "parent", "child"])
         #expect(object["version"] as? UInt64 == sheet.version)
         #expect(object["createdAt"] as? String == "2025-11-29T13:28:51.123Z")
         #expect((object["config"] as? NSObject) == (try Self.encoded(sheet.configuration)))
@@ -222,13 +243,13 @@ struct RouteTableDocumentTests {
 
 @Suite("Error statuses")
 struct ErrorStatusTests {
-    /// A body error (an unknown detent) is a 400; every other refusal of `Sheet.apply` is a
-    /// conflict with the sheet's phase.
+    /// A body error (an unknown detent, a value out of range) is a 400; every other refusal of
+    /// `Sheet.apply` is a conflict with the sheet's state.
     @Test(arguments: SheetError.Code.allCases)
     func sheetErrorsMapToTheirStatus(_ code: SheetError.Code) {
         let error = APIError(SheetError(code: code, message: "m"))
         #expect(error.code.rawValue == code.rawValue)
-        #expect(error.code.status == (code == .unknownDetent ? 400 : 409))
+        #expect(error.code.status == (code == .unknownDetent || code == .invalidField ? 400 : 409))
     }
 }
 

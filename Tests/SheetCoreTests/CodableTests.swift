@@ -66,7 +66,8 @@ func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
         let config = try seedConfiguration()
         #expect(try parsed(config) == parse("""
             {"detents":["height:300","medium","large"],"defaultDetent":"large","thresholdDetent":"height:300",
-             "dismissPolicy":"intercept","interceptAction":"confirm","containerHeight":844,"decelerationRate":"normal"}
+             "dismissPolicy":"intercept","interceptAction":"confirm","containerHeight":844,"decelerationRate":"normal",
+             "protectWhen":"always","largestUndimmedDetent":null,"rootScreen":"root"}
             """))
         let text = try encoded(config)
         #expect(text.contains(#""containerHeight":844,"#))   // an integer, not 844.0
@@ -77,7 +78,8 @@ func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
         let config = try SheetConfiguration(containerHeight: 700.5, decelerationRate: .fast)
         #expect(try parsed(config) == parse("""
             {"detents":["large"],"defaultDetent":"large","thresholdDetent":null,"dismissPolicy":"allow",
-             "interceptAction":"confirm","containerHeight":700.5,"decelerationRate":"fast"}
+             "interceptAction":"confirm","containerHeight":700.5,"decelerationRate":"fast",
+             "protectWhen":"always","largestUndimmedDetent":null,"rootScreen":"root"}
             """))
         #expect(try encoded(config).contains(#""thresholdDetent":null"#))
         #expect(try decode(SheetConfiguration.self, try encoded(config)) == config)
@@ -95,13 +97,33 @@ func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
 
     static let eventRows: [(SheetEvent.Kind, String)] = [
         (.presented(detent: .large, presentation: 2), #""detent":"large","presentation":2"#),
-        (.detentChanged(from: .large, to: .medium), #""from":"large","to":"medium""#),
+        (.detentChanged(from: .large, to: .medium, by: .user), #""from":"large","to":"medium","by":"user""#),
+        (.detentChanged(from: .medium, to: .large, by: .app), #""from":"medium","to":"large","by":"app""#),
         (.intercepted(attempted: .detent(.height(300)), restoredTo: .medium), #""attempted":"height:300","restoredTo":"medium""#),
         (.intercepted(attempted: .closed, restoredTo: .large), #""attempted":"closed","restoredTo":"large""#),
         (.confirmationCancelled(detent: .fraction(0.25)), #""detent":"fraction:0.25""#),
         (.dismissBlocked(attempted: .closed), #""attempted":"closed""#),
-        (.dismissed(reason: .discarded), #""reason":"discarded""#),
+        (.dismissed(reason: .discarded, screen: "root"), #""reason":"discarded","screen":"root""#),
+        (.dismissed(reason: .parentDismissed, screen: "a.b_c-9"), #""reason":"parentDismissed","screen":"a.b_c-9""#),
+        (.changesMarked(hasChanges: true), #""hasChanges":true"#),
+        (.changesMarked(hasChanges: false), #""hasChanges":false"#),
+        (.resized(from: 844, to: 390.5), #""from":844,"to":390.5"#),
+        (.pushed(screen: "detail", depth: 2), #""screen":"detail","depth":2"#),
+        (.popped(screens: ["c", "b"], depth: 1), #""screens":["c","b"],"depth":1"#),
+        (.covered(child: childID), #""child":"AAAAAAAAAAAAAAAAAAAAAA""#),
+        (.uncovered(child: childID, reason: .deleted), #""child":"AAAAAAAAAAAAAAAAAAAAAA","reason":"deleted""#),
+        (.uncovered(child: childID, reason: .parentDismissed), #""child":"AAAAAAAAAAAAAAAAAAAAAA","reason":"parentDismissed""#),
     ]
+    static let childID = SessionID(high: 0, low: 0)
+
+    /// Events written before `by` and `screen` existed read back as what they were then: a
+    /// user's move, and a dismissal from the only screen, "root".
+    @Test func eventsOfTheFirstSchemaStillDecode() throws {
+        let moved = try decode(SheetEvent.self, #"{"seq":2,"type":"detentChanged","at":"2025-11-29T13:28:51.123Z","from":"large","to":"medium"}"#)
+        #expect(moved.kind == .detentChanged(from: .large, to: .medium, by: .user))
+        let gone = try decode(SheetEvent.self, #"{"seq":3,"type":"dismissed","at":"2025-11-29T13:28:51.123Z","reason":"swipe"}"#)
+        #expect(gone.kind == .dismissed(reason: .swipe, screen: "root"))
+    }
 
     @Test(arguments: eventRows)
     func eventsAreFlat(kind: SheetEvent.Kind, fields: String) throws {
@@ -181,7 +203,10 @@ func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
 
     @Test func enumsAreTheirAPIStrings() throws {
         #expect(try encoded([Phase.presented, .confirming, .dismissed]) == #"["presented","confirming","dismissed"]"#)
-        #expect(try encoded(DismissReason.allCases) == #"["swipe","done","programmatic","discarded","saved"]"#)
+        #expect(try encoded(DismissReason.allCases) == #"["swipe","done","programmatic","discarded","saved","parentDismissed"]"#)
+        #expect(try encoded(UncoverReason.allCases) == #"["swipe","done","programmatic","discarded","saved","parentDismissed","deleted"]"#)
+        #expect(try encoded(DetentMover.allCases) == #"["user","app"]"#)
+        #expect(try encoded(ProtectWhen.allCases) == #"["always","hasChanges"]"#)
         #expect(try encoded(DismissPolicy.allCases) == #"["allow","intercept","block"]"#)
     }
 }
@@ -218,9 +243,36 @@ func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
     @Test func storeShapeHasTheFields() throws {
         let sheet = Sheet(configuration: try seedConfiguration(), now: t0)
         guard case .object(let o) = try parsed(sheet) else { Issue.record("not an object"); return }
-        #expect(Set(o.keys) == ["configuration", "phase", "detent", "presentation", "version", "createdAt", "updatedAt", "events"])
+        #expect(Set(o.keys) == ["configuration", "phase", "detent", "presentation", "version", "createdAt", "updatedAt", "events",
+                                "hasChanges", "containerHeight", "stack"])
         #expect(o["version"] == .number(1))
         #expect(o["phase"] == .string("presented"))
+    }
+
+    /// A sheet in a chain, resized, navigated and with changes: everything comes back; and a
+    /// stored sheet from before these members existed reads with their defaults.
+    @Test func part2StateRoundTrips() throws {
+        let parentID = SessionID(high: 3, low: 4)
+        var sheets: [SessionID: Sheet] = [parentID: Sheet(configuration: try seedConfiguration(), now: t0)]
+        let childID = SessionID(high: 5, low: 6)
+        let made = try SheetChain.present(childID, configuration: try seedConfiguration(), over: parentID,
+                                          in: { sheets[$0] }, now: tick(1))
+        for change in made.changes { sheets[change.id] = change.sheet }
+        var parent = sheets[parentID]!
+        mustApply(&parent, .resize(containerHeight: 390.5), at: tick(2))
+        mustApply(&parent, .navigate(.push("detail")), at: tick(3))
+        mustApply(&parent, .changes(hasChanges: true), at: tick(4))
+        for sheet in [parent, sheets[childID]!] {
+            let back = try decode(Sheet.self, try encoded(sheet))
+            #expect(back == sheet)
+            #expect(back.child == sheet.child && back.parent == sheet.parent)
+            #expect(back.containerHeight == sheet.containerHeight && back.thresholdActive == sheet.thresholdActive)
+        }
+        let full = try encoded(Sheet(configuration: try seedConfiguration(), now: t0))
+        var old = try #require(try JSONSerialization.jsonObject(with: Data(full.utf8)) as? [String: Any])
+        for key in ["hasChanges", "containerHeight", "stack"] { old[key] = nil }
+        let upgraded = try decode(Sheet.self, String(decoding: try JSONSerialization.data(withJSONObject: old), as: UTF8.self))
+        #expect(upgraded.stack == ["root"] && !upgraded.hasChanges && upgraded.containerHeight == 844)
     }
 
     @Test(arguments: [

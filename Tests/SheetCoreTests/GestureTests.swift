@@ -30,7 +30,7 @@ import Testing
         let out = mustApply(&sheet, .gesture(DragGesture(translation: 400)), at: tick(1))
         let resolution = GestureResolution(releasedHeight: 444, projectedHeight: 444, target: .detent(.medium))
         #expect(out.gesture == resolution)
-        #expect(out.events == [SheetEvent(seq: 2, at: tick(1), kind: .detentChanged(from: .large, to: .medium),
+        #expect(out.events == [SheetEvent(seq: 2, at: tick(1), kind: .detentChanged(from: .large, to: .medium, by: .user),
                                           gesture: resolution)])
         #expect(sheet.detent == .medium)
     }
@@ -52,7 +52,7 @@ import Testing
         #expect(out.gesture?.target == .closed)
         #expect(out.events.allSatisfy { $0.gesture == out.gesture })
         switch policy {
-        case .allow: #expect(kinds(out) == [.dismissed(reason: .swipe)])
+        case .allow: #expect(kinds(out) == [.dismissed(reason: .swipe, screen: "root")])
         case .intercept: #expect(kinds(out) == [.intercepted(attempted: .closed, restoredTo: .large)])
         case .block: #expect(kinds(out) == [.dismissBlocked(attempted: .closed)])
         }

@@ -1,162 +1,24 @@
 import SheetCore
 import Testing
 
-// An independent reference model of SHEET-SEMANTICS.md, written from the document with plain
-// strings and arrays: no SheetCore logic is reused (SheetCore types appear only to compare).
-
-struct ModelConfig {
-    var container: Double
-    var detents: [String]          // sorted by height, then string
-    var defaultDetent: String
-    var threshold: String?
-    var policy: String             // allow | intercept | block
-    var confirm: Bool              // interceptAction confirm (else notify)
-    var factor: Double             // d / (1 − d): 0.998 → 499, 0.99 → 99
-
-    func height(_ d: String) -> Double {
-        if d == "large" { return container }
-        if d == "medium" { return container / 2 }
-        if d.hasPrefix("fraction:") { return container * Double(d.dropFirst(9))! }
-        return min(Double(d.dropFirst(7))!, container)
-    }
-}
-
-struct ModelEvent {
-    var seq: UInt64
-    var type: String
-    var fields: [String]           // values in the order the semantics lists them
-    var gesture: GestureResolution?
-    var expected: SheetEvent       // the same event as SheetCore should record it, built once
-}
-
-enum ModelAction {
-    case drag(String), gesture(Double, Double), confirm(String), dismiss(String), present
-}
-
-struct Model {
-    let config: ModelConfig
-    var phase = "presented"
-    var detent: String
-    var presentation = 1
-    var reason: String?
-    var version: UInt64 = 1
-    var log: [ModelEvent] = []
-
-    init(config: ModelConfig, now: Timestamp) {
-        self.config = config
-        detent = config.defaultDetent
-        record("presented", [detent, "1"], nil, now)
-    }
-
-    /// nil on success (events appended), or the error code the semantics require.
-    mutating func apply(_ action: ModelAction, now: Timestamp) -> (error: String?, gesture: GestureResolution?) {
-        switch action {
-        case .drag(let to):
-            if to != "closed" && !config.detents.contains(to) { return ("unknown_detent", nil) }
-            if let e = dragConflict() { return (e, nil) }
-            land(to, attempted: to, gesture: nil, now)
-            return (nil, nil)
-        case .gesture(let t, let v):
-            if let e = dragConflict() { return (e, nil) }
-            let h0 = config.height(detent)
-            let r = h0 - t
-            let p = r - v * config.factor / 1000
-            var best = "closed", bestHeight = 0.0, bestDistance = abs(p)
-            for d in config.detents {
-                let distance = abs(p - config.height(d))
-                if distance <= bestDistance { (best, bestHeight, bestDistance) = (d, config.height(d), distance) }
-            }
-            if bestHeight == h0 { best = detent }   // the same place on screen as now: stay
-            let g = GestureResolution(releasedHeight: micro(r), projectedHeight: micro(p), target: SheetCoreTests.target(best))
-            land(best, attempted: best, gesture: g, now)
-            return (nil, g)
-        case .confirm(let answer):
-            guard phase == "confirming" else { return ("no_pending_confirmation", nil) }
-            if answer == "cancel" {
-                phase = "presented"
-                record("confirmationCancelled", [detent], nil, now)
-            } else {
-                dismiss(answer == "discard" ? "discarded" : "saved", nil, now)
-            }
-            return (nil, nil)
-        case .dismiss(let why):
-            guard phase != "dismissed" else { return ("sheet_dismissed", nil) }
-            dismiss(why, nil, now)
-            return (nil, nil)
-        case .present:
-            guard phase == "dismissed" else { return ("sheet_presented", nil) }
-            phase = "presented"
-            reason = nil
-            detent = config.defaultDetent
-            presentation += 1
-            record("presented", [detent, String(presentation)], nil, now)
-            return (nil, nil)
-        }
-    }
-
-    func dragConflict() -> String? {
-        switch phase {
-        case "confirming": "confirmation_pending"
-        case "dismissed": "sheet_dismissed"
-        default: nil
-        }
-    }
-
-    mutating func land(_ to: String, attempted: String, gesture: GestureResolution?, _ now: Timestamp) {
-        if to == detent { return }
-        if to == config.threshold || (to == "closed" && config.policy == "intercept") {
-            if config.confirm { phase = "confirming" }
-            record("intercepted", [attempted, detent], gesture, now)
-        } else if to == "closed" {
-            if config.policy == "allow" {
-                dismiss("swipe", gesture, now)
-            } else {
-                record("dismissBlocked", ["closed"], gesture, now)
-            }
-        } else {
-            let from = detent
-            detent = to
-            record("detentChanged", [from, to], gesture, now)
-        }
-    }
-
-    mutating func dismiss(_ why: String, _ gesture: GestureResolution?, _ now: Timestamp) {
-        phase = "dismissed"
-        reason = why
-        record("dismissed", [why], gesture, now)
-    }
-
-    mutating func record(_ type: String, _ fields: [String], _ gesture: GestureResolution?, _ now: Timestamp) {
-        let seq = log.isEmpty ? 1 : version + 1
-        version = seq
-        let kind: SheetEvent.Kind = switch type {
-        case "presented": .presented(detent: SheetCoreTests.detent(fields[0]), presentation: Int(fields[1])!)
-        case "detentChanged": .detentChanged(from: SheetCoreTests.detent(fields[0]), to: SheetCoreTests.detent(fields[1]))
-        case "intercepted": .intercepted(attempted: SheetCoreTests.target(fields[0]), restoredTo: SheetCoreTests.detent(fields[1]))
-        case "confirmationCancelled": .confirmationCancelled(detent: SheetCoreTests.detent(fields[0]))
-        case "dismissBlocked": .dismissBlocked(attempted: SheetCoreTests.target(fields[0]))
-        default: .dismissed(reason: DismissReason(rawValue: fields[0])!)
-        }
-        log.append(ModelEvent(seq: seq, type: type, fields: fields, gesture: gesture,
-                              expected: SheetEvent(seq: seq, at: now, kind: kind, gesture: gesture)))
-        if log.count > 256 { log.removeFirst() }
-    }
-
-    func micro(_ x: Double) -> Double { (x * 1_000_000).rounded() / 1_000_000 }
-}
-
+/// SheetCore against the reference model (ReferenceModel.swift): random worlds of sessions,
+/// flat or in chains of up to 8, driven by random actions; after every step both agree on every
+/// session's whole observable state and log, and the invariants hold.
 @Suite struct ReferenceModel {
     static let pool = ["large", "medium", "fraction:0.25", "fraction:0.5", "fraction:0.75", "fraction:1",
                        "height:300", "height:120", "height:650.5", "height:1000", "height:2000"]
-    static let thresholds = ["height:40", "fraction:0.01"]
+    static let thresholds = ["height:40", "fraction:0.01", "height:300"]
+    static let screens = ["root", "home", "detail", "a.b", "x_y-z", "Settings2"]
+
+    static func pick<T>(_ rng: inout SplitMix64, _ items: [T]) -> T { items[Int(rng.next() % UInt64(items.count))] }
 
     /// A random configuration, or nil when SheetCore rightly refuses it (checked against the rules).
     static func randomConfig(_ rng: inout SplitMix64) -> (SheetConfiguration, ModelConfig)? {
-        let container = [844.0, 500, 1200, 375.5][Int(rng.next() % 4)]
+        let container = pick(&rng, [844.0, 500, 1200, 375.5])
         var given = pool.filter { _ in rng.next() % 3 == 0 }
-        if given.isEmpty { given = [pool[Int(rng.next() % UInt64(pool.count))]] }
-        let threshold: String? = rng.next() % 2 == 0 ? thresholds[Int(rng.next() % 2)] : nil
-        let explicitDefault: String? = rng.next() % 3 == 0 ? given[Int(rng.next() % UInt64(given.count))] : nil
+        if given.isEmpty { given = [pick(&rng, pool)] }
+        let threshold: String? = rng.next() % 2 == 0 ? pick(&rng, thresholds) : nil
+        let explicitDefault: String? = rng.next() % 3 == 0 ? pick(&rng, given) : nil
         let policy: String = switch rng.next() % 4 {
         case 0: "allow"
         case 1: "intercept"
@@ -167,12 +29,25 @@ struct Model {
         let effectivePolicy = givenPolicy?.rawValue ?? (threshold == nil ? "allow" : "intercept")
         let confirm = rng.next() % 3 != 0
         let fast = rng.next() % 4 == 0
+        let protectWhen: String? = switch rng.next() % 4 {
+        case 0: "always"
+        case 1, 2: effectivePolicy == "allow" && rng.next() % 4 != 0 ? nil : "hasChanges"
+        default: nil
+        }
+        let undimmed: String? = rng.next() % 3 == 0 ? (rng.next() % 8 == 0 ? pick(&rng, pool + thresholds) : pick(&rng, given)) : nil
+        let root: String? = switch rng.next() % 8 {
+        case 0: "bad name"
+        case 1, 2: pick(&rng, screens)
+        default: nil
+        }
 
         var model = ModelConfig(container: container, detents: [], defaultDetent: "", threshold: threshold,
-                                policy: effectivePolicy, confirm: confirm, factor: fast ? 99 : 499)
+                                policy: effectivePolicy, confirm: confirm, factor: fast ? 99 : 499,
+                                protectWhen: protectWhen ?? "always", undimmed: undimmed, root: root ?? "root")
         var set: [String] = []
         for d in given + [explicitDefault, threshold].compactMap({ $0 }) where !set.contains(d) { set.append(d) }
-        set.sort { (model.height($0), $0) < (model.height($1), $1) }
+        model.detents = set
+        set = model.ordered(at: container)
         model.detents = set
         model.defaultDetent = explicitDefault ?? set.last!
 
@@ -180,14 +55,18 @@ struct Model {
             detents: given.map(detent), defaultDetent: explicitDefault.map(detent),
             thresholdDetent: threshold.map(detent), dismissPolicy: givenPolicy,
             interceptAction: confirm ? .confirm : .notify, containerHeight: container,
-            decelerationRate: fast ? .fast : nil)
+            decelerationRate: fast ? .fast : nil, protectWhen: protectWhen.map { ProtectWhen(rawValue: $0)! },
+            largestUndimmedDetent: undimmed.map(detent), rootScreen: root)
         // The model's own verdict on validity.
         var valid = !(threshold != nil && effectivePolicy == "allow")
         if let t = threshold {
             valid = valid && model.defaultDetent != t
                 && set.allSatisfy { $0 == t || model.height($0) > model.height(t) }
         }
-        #expect((made != nil) == valid, "validity of \(given) default \(explicitDefault ?? "-") threshold \(threshold ?? "-") \(effectivePolicy)")
+        valid = valid && !(model.protectWhen == "hasChanges" && effectivePolicy == "allow")
+        if let u = undimmed { valid = valid && set.contains(u) && u != threshold }
+        valid = valid && model.root != "bad name"
+        #expect((made != nil) == valid, "validity of \(given) default \(explicitDefault ?? "-") threshold \(threshold ?? "-") \(effectivePolicy) protect \(model.protectWhen) undimmed \(undimmed ?? "-") root \(model.root)")
         guard let made else { return nil }
         #expect(made.detents.map(\.description) == model.detents)
         #expect(made.defaultDetent.description == model.defaultDetent)
@@ -195,28 +74,38 @@ struct Model {
         return (made, model)
     }
 
-    static func randomAction(_ rng: inout SplitMix64, _ model: Model) -> ModelAction {
+    static func randomAction(_ rng: inout SplitMix64, _ s: ModelSheet) -> ModelAction {
+        let c = s.config
         switch rng.next() % 100 {
-        case 0..<35:
-            let choices = model.config.detents + ["closed", "closed", "height:777"]
-            return .drag(choices[Int(rng.next() % UInt64(choices.count))])
-        case 35..<55:
+        case 0..<26:
+            return .drag(pick(&rng, c.detents + ["closed", "closed", "height:777"]))
+        case 26..<40:
             // half exact ties (release at a midpoint between two candidates), half arbitrary
-            let heights = [0.0] + model.config.detents.map(model.config.height)
-            let h0 = model.config.height(model.detent)
+            let heights = [0.0] + c.detents.map(s.height)
+            let h0 = s.height(s.detent)
             if rng.next() % 2 == 0 {
-                let a = heights[Int(rng.next() % UInt64(heights.count))], b = heights[Int(rng.next() % UInt64(heights.count))]
+                let a = pick(&rng, heights), b = pick(&rng, heights)
                 return .gesture(h0 - (a + b) / 2, 0)
             }
             let t = Double(Int64(rng.next() % 2_000_001) - 1_000_000) / 1000
             let v = rng.next() % 3 == 0 ? 0 : Double(Int64(rng.next() % 8_001) - 4000)
             return .gesture(t, v)
-        case 55..<75:
-            return .confirm(["discard", "save", "cancel"][Int(rng.next() % 3)])
-        case 75..<87:
+        case 40..<52:
+            return .confirm(pick(&rng, ["discard", "save", "cancel"]))
+        case 52..<58:
             return .dismiss(rng.next() % 2 == 0 ? "done" : "programmatic")
-        default:
+        case 58..<66:
             return .present
+        case 66..<73:
+            return .changes(rng.next() % 2 == 0)
+        case 73..<80:
+            return .select(pick(&rng, c.detents + ["height:777"]))
+        case 80..<87:
+            return .resize(pick(&rng, [844.0, 390, 500, 1200, 375.5, 100, 60, 30, 1, 10_000, 0, 10_001, .nan, s.container]))
+        case 87..<94:
+            return .push(pick(&rng, screens + ["", "no/slash", String(repeating: "q", count: 65)]))
+        default:
+            return .pop(Int(rng.next() % 4) - 1 + (rng.next() % 8 == 0 ? 40 : 0))
         }
     }
 
@@ -227,80 +116,211 @@ struct Model {
         case .confirm(let c): .confirm(ConfirmAction(rawValue: c)!)
         case .dismiss(let r): .dismiss(AppDismissReason(rawValue: r)!)
         case .present: .present
+        case .changes(let value): .changes(hasChanges: value)
+        case .select(let d): .select(detent(d))
+        case .resize(let h): .resize(containerHeight: h)
+        case .push(let name): .navigate(.push(name))
+        case .pop(let k): .navigate(.pop(k))
         }
     }
 
-    /// Runs `sequences` random sessions of `steps` actions from `seed`; returns steps checked.
-    static func run(seed: UInt64, sequences: Int, steps: Int) -> Int {
-        var rng = SplitMix64(seed: seed)
+    /// The whole observable state of one session, and the invariants, against the model.
+    static func agree(_ n: Int, _ sheet: Sheet, _ m: ModelSheet, _ sheets: [SessionID: Sheet]) -> String? {
+        guard sheet.phase.rawValue == m.phase, sheet.detent.description == m.detent, sheet.version == m.version,
+              sheet.presentation == m.presentation, sheet.dismissReason?.rawValue == m.reason,
+              sheet.hasChanges == m.hasChanges, sheet.containerHeight == m.container, sheet.stack == m.stack,
+              sheet.parent == m.parent.map(ModelWorld.id), sheet.child == m.child.map(ModelWorld.id),
+              sheet.thresholdActive == m.thresholdActive, sheet.dimmed == m.dimmed,
+              sheet.backgroundInteractive == !m.dimmed,
+              sheet.heights.map(\.detent.description) == m.config.ordered(at: m.container),
+              sheet.heights.allSatisfy({ $0.points == m.height($0.detent.description) }),
+              sheet.events.elementsEqual(m.log)
+        else {
+            return "session \(n) differs: \(sheet.phase) \(sheet.detent) v\(sheet.version) changes \(sheet.hasChanges) h\(sheet.containerHeight) \(sheet.stack) child \(String(describing: sheet.child)) vs model \(m.phase) \(m.detent) v\(m.version) changes \(m.hasChanges) h\(m.container) \(m.stack) child \(String(describing: m.child))"
+        }
+        let log = sheet.events
+        let ok = sheet.version == log.last!.seq
+            && zip(log, log.dropFirst()).allSatisfy { $1.seq == $0.seq + 1 }
+            && (sheet.phase == .dismissed) == (sheet.dismissReason != nil)
+            && sheet.configuration.detents.contains(sheet.detent)
+            && sheet.detent != sheet.configuration.thresholdDetent
+            && log.count <= Sheet.retainedEvents
+            && sheet.updatedAt == log.last!.at
+            && !sheet.stack.isEmpty
+        guard ok else { return "session \(n): its own invariants broken" }
+        // A covered sheet's child is presented over it (on screen: `presented`, or `confirming`
+        // when the top sheet intercepted a swipe and asks its question).
+        if let c = sheet.child, sheets[c] == nil || sheets[c]?.phase == .dismissed || sheets[c]?.parent != ModelWorld.id(n) {
+            return "session \(n) is covered by \(c), which is \(sheets[c].map { "\($0.phase)" } ?? "missing")"
+        }
+        // No presented sheet has a dismissed or missing parent: its parent is presented (a covered
+        // sheet takes no drag, so it never asks a question) and covered by it.
+        if let p = sheet.parent, sheet.phase != .dismissed,
+           sheets[p]?.phase != .presented || sheets[p]?.child != ModelWorld.id(n) {
+            return "session \(n) is \(sheet.phase) over \(p), which is \(sheets[p].map { "\($0.phase) covered by \(String(describing: $0.child))" } ?? "missing")"
+        }
+        // A dismissed sheet has a screen: its dismissal names the top of its stack.
+        if sheet.phase == .dismissed, let last = log.last(where: { $0.kind.type == .dismissed }),
+           case .dismissed(_, let screen) = last.kind, screen != sheet.stack.last {
+            return "session \(n) was dismissed from \(screen), its stack is \(sheet.stack)"
+        }
+        return nil
+    }
+
+    /// What a run covered, so a test can tell that the generator reached the cases it is for.
+    struct Coverage {
         var checked = 0
-        for sequence in 0..<sequences {
-            guard let (configuration, modelConfig) = randomConfig(&rng) else { continue }
+        var deepest = 0
+        var refusals: Set<String> = []
+        /// The most sessions one step changed (a cascade, or a creation covering a parent).
+        var widestChange = 0
+    }
+
+    /// Runs `worlds` random worlds of `steps` steps from `seed`.
+    /// `chains`: whether sessions are created over others (up to 8 deep) and deleted.
+    static func run(seed: UInt64, worlds: Int, steps: Int, chains: Bool) -> Coverage {
+        var rng = SplitMix64(seed: seed)
+        var coverage = Coverage()
+
+        for world in 0..<worlds {
+            var model = ModelWorld()
+            var sheets: [SessionID: Sheet] = [:]
+            var next = 1
             var clock = t0.millisecondsSince1970
-            var sheet = Sheet(configuration: configuration, now: t0)
-            var model = Model(config: modelConfig, now: t0)
             for step in 0..<steps {
                 clock += Int64(rng.next() % 5000)
                 let now = Timestamp(millisecondsSince1970: clock)
-                let action = randomAction(&rng, model)
-                let before = sheet
-                let versionBefore = sheet.version
-                let expected = model.apply(action, now: now)
-                let context = "seed \(seed) sequence \(sequence) step \(step): \(action)"
-                do {
-                    let outcome = try sheet.apply(sheetAction(action), now: now)
-                    if let code = expected.error { Issue.record("\(context): model refused with \(code), SheetCore accepted"); return checked }
-                    let produced = model.log.filter { $0.seq > versionBefore }.map(\.expected)
-                    guard outcome.events == produced, outcome.gesture == expected.gesture else {
-                        Issue.record("\(context): events \(outcome.events) gesture \(String(describing: outcome.gesture)), model \(produced) \(String(describing: expected.gesture))")
-                        return checked
+                model.now = now
+                model.touched = []
+                let before = sheets
+                let live = model.sheets.keys.sorted()
+                let roll = rng.next() % 100
+                var context = "seed \(seed) world \(world) step \(step): "
+                var produced: [ChainChange] = []
+                var answer: SheetOutcome?
+                var expected: (error: String?, gesture: GestureResolution?) = (nil, nil)
+                var sheetError: SheetError?
+
+                if live.isEmpty || roll < (chains ? 6 : 0) || (!chains && roll < 2 && live.count < 3) {
+                    guard let (configuration, config) = randomConfig(&rng) else { continue }
+                    context += "create \(next)"
+                    let sheet = Sheet(configuration: configuration, now: now)
+                    sheets[ModelWorld.id(next)] = sheet
+                    produced = [ChainChange(id: ModelWorld.id(next), sheet: sheet, events: Array(sheet.events))]
+                    model.createRoot(next, config)
+                    next += 1
+                } else if chains && roll < 22 {
+                    guard let (configuration, config) = randomConfig(&rng) else { continue }
+                    // Mostly over the top of a chain, sometimes anywhere (or nowhere).
+                    let tops = live.filter { model.sheets[$0]!.child == nil && model.sheets[$0]!.phase == "presented" }
+                    let over = rng.next() % 10 == 0 ? 9999 : (tops.isEmpty || rng.next() % 4 == 0 ? pick(&rng, live) : pick(&rng, tops))
+                    context += "child \(next) over \(over)"
+                    expected.error = model.createChild(next, over: over, config)
+                    let current = sheets
+                    do {
+                        let out = try SheetChain.present(ModelWorld.id(next), configuration: configuration, over: ModelWorld.id(over),
+                                                         in: { current[$0] }, now: now)
+                        produced = out.changes
+                        answer = out.outcome
+                    } catch { sheetError = error }
+                    next += 1
+                } else if chains && roll < 25 {
+                    let n = pick(&rng, live)
+                    context += "delete \(n)"
+                    let current = sheets
+                    produced = SheetChain.delete(ModelWorld.id(n), current[ModelWorld.id(n)]!, in: { current[$0] }, now: now)
+                    // The store's part: the session and every descendant go.
+                    var doomed = [ModelWorld.id(n)]
+                    var i = 0
+                    while i < doomed.count {
+                        doomed += sheets.filter { $0.value.parent == doomed[i] }.map(\.key)
+                        i += 1
                     }
-                    // seq strictly +1 from the previous version
-                    for (i, e) in outcome.events.enumerated() where e.seq != versionBefore + UInt64(i) + 1 {
-                        Issue.record("\(context): seq \(e.seq) does not follow \(versionBefore)"); return checked
-                    }
-                } catch {
-                    guard expected.error == error.code.rawValue else {
-                        Issue.record("\(context): SheetCore refused with \(error.code.rawValue), model said \(expected.error ?? "ok")"); return checked
-                    }
-                    guard sheet == before else { Issue.record("\(context): state changed on error"); return checked }
+                    for d in doomed { sheets[d] = nil }
+                    model.delete(n)
+                } else {
+                    // Mostly the top of a chain, where most things happen.
+                    var n = pick(&rng, live)
+                    while rng.next() % 3 != 0, let c = model.sheets[n]!.child { n = c }
+                    let action = randomAction(&rng, model.sheets[n]!)
+                    context += "\(action) on \(n)"
+                    expected = model.apply(action, to: n)
+                    let current = sheets
+                    do {
+                        let out = try SheetChain.apply(sheetAction(action), to: ModelWorld.id(n), current[ModelWorld.id(n)]!,
+                                                       in: { current[$0] }, now: now)
+                        produced = out.changes
+                        answer = out.outcome
+                        let own = model.sheets[n]!.log.filter { $0.seq > current[ModelWorld.id(n)]!.version }
+                        guard out.outcome.events == own, out.outcome.gesture == expected.gesture else {
+                            Issue.record("\(context): answer \(out.outcome), model \(own) \(String(describing: expected.gesture))")
+                            return coverage
+                        }
+                    } catch { sheetError = error }
                 }
-                // The two agree on the whole observable state...
-                guard sheet.phase.rawValue == model.phase,
-                      sheet.detent.description == model.detent,
-                      sheet.version == model.version,
-                      sheet.presentation == model.presentation,
-                      sheet.dismissReason?.rawValue == model.reason,
-                      sheet.events.count == model.log.count,
-                      sheet.events.elementsEqual(model.log.lazy.map(\.expected))
-                else {
-                    Issue.record("\(context): state differs: \(sheet.phase) \(sheet.detent) v\(sheet.version) p\(sheet.presentation) \(String(describing: sheet.dismissReason)) vs model \(model.phase) \(model.detent) v\(model.version) p\(model.presentation) \(model.reason ?? "nil")")
-                    return checked
+
+                if let sheetError {
+                    guard expected.error == sheetError.code.rawValue else {
+                        Issue.record("\(context): SheetCore refused with \(sheetError.code.rawValue), model said \(expected.error ?? "ok")")
+                        return coverage
+                    }
+                    guard sheets == before else { Issue.record("\(context): state changed on error"); return coverage }
+                } else if let code = expected.error, answer != nil || !produced.isEmpty {
+                    Issue.record("\(context): model refused with \(code), SheetCore accepted")
+                    return coverage
                 }
-                // ...and the invariants hold.
-                let log = sheet.events
-                let invariants = sheet.version == log.last!.seq
-                    && zip(log, log.dropFirst()).allSatisfy { $1.seq == $0.seq + 1 }
-                    && (sheet.phase == .dismissed) == (sheet.dismissReason != nil)
-                    && configuration.detents.contains(sheet.detent)
-                    && sheet.detent != configuration.thresholdDetent
-                    && log.count <= Sheet.retainedEvents
-                    && sheet.updatedAt == log.last!.at
-                guard invariants else { Issue.record("\(context): invariant broken"); return checked }
-                checked += 1
+                // One change: every touched session, in the order its first event was recorded.
+                guard produced.map(\.id) == model.touched.map(ModelWorld.id) else {
+                    Issue.record("\(context): changed \(produced.map(\.id)), model touched \(model.touched)")
+                    return coverage
+                }
+                for change in produced {
+                    let version = before[change.id]?.version ?? 0
+                    guard change.events == change.sheet.events.filter({ $0.seq > version }) else {
+                        Issue.record("\(context): change of \(change.id) lists other events than it recorded"); return coverage
+                    }
+                    sheets[change.id] = change.sheet
+                }
+                guard sheets.count == model.sheets.count else {
+                    Issue.record("\(context): \(sheets.count) sessions, model \(model.sheets.count)"); return coverage
+                }
+                for (n, m) in model.sheets {
+                    guard let sheet = sheets[ModelWorld.id(n)] else { Issue.record("\(context): \(n) missing"); return coverage }
+                    if let problem = agree(n, sheet, m, sheets) { Issue.record("\(context): \(problem)"); return coverage }
+                }
+                coverage.checked += 1
+                if let code = expected.error { coverage.refusals.insert(code) }
+                coverage.widestChange = max(coverage.widestChange, produced.count)
+                for n in model.sheets.keys { coverage.deepest = max(coverage.deepest, model.depth(n)) }
             }
         }
-        return checked
+        return coverage
     }
 
     @Test(arguments: [UInt64(1), 2, 3, 4])
-    func shortSessions(seed: UInt64) {
-        #expect(Self.run(seed: seed, sequences: 1000, steps: 30) > 10_000)
+    func shortFlatSessions(seed: UInt64) {
+        #expect(Self.run(seed: seed, worlds: 1000, steps: 30, chains: false).checked > 10_000)
     }
 
     /// Long sessions wrap the 256-event ring many times.
     @Test func longSessions() {
-        #expect(Self.run(seed: 0xB16, sequences: 12, steps: 1500) > 5000)
+        #expect(Self.run(seed: 0xB16, worlds: 12, steps: 1500, chains: false).checked > 5000)
+    }
+
+    /// Chains of up to 8 nested sheets, created, acted on, cascaded and deleted at random; the
+    /// seeds together reach every refusal a chain adds.
+    @Test func chainsOfSheets() {
+        var refusals: Set<String> = []
+        for seed in [UInt64(11), 12, 13] {
+            let coverage = Self.run(seed: seed, worlds: 70, steps: 120, chains: true)
+            #expect(coverage.checked > 7000)
+            #expect(coverage.deepest == SheetChain.maximumDepth)
+            #expect(coverage.widestChange >= 4)
+            refusals.formUnion(coverage.refusals)
+        }
+        for code in ["too_deep", "sheet_covered", "parent_unavailable", "threshold_inactive", "cannot_pop", "invalid_field"] {
+            #expect(refusals.contains(code), "no step was refused with \(code)")
+        }
     }
 
     @Test func reproducible() {

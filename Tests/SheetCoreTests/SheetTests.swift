@@ -32,7 +32,7 @@ import Testing
         var sheet = Sheet(configuration: try SheetConfiguration(detents: [.large, .medium, .height(200)],
                                                                 dismissPolicy: policy), now: t0)
         let outcome = mustApply(&sheet, .drag(.detent(.medium)), at: tick(1))
-        #expect(outcome.events == [SheetEvent(seq: 2, at: tick(1), kind: .detentChanged(from: .large, to: .medium))])
+        #expect(outcome.events == [SheetEvent(seq: 2, at: tick(1), kind: .detentChanged(from: .large, to: .medium, by: .user))])
         #expect(sheet.detent == .medium)
         #expect(sheet.phase == .presented)
         #expect(sheet.version == 2)
@@ -58,7 +58,7 @@ import Testing
         var sheet = Sheet(configuration: try SheetConfiguration(detents: [.large, .medium]), now: t0)
         mustApply(&sheet, .drag(.detent(.medium)))
         let outcome = mustApply(&sheet, .drag(.closed), at: tick(2))
-        #expect(outcome.events == [SheetEvent(seq: 3, at: tick(2), kind: .dismissed(reason: .swipe))])
+        #expect(outcome.events == [SheetEvent(seq: 3, at: tick(2), kind: .dismissed(reason: .swipe, screen: "root"))])
         #expect(sheet.phase == .dismissed)
         #expect(sheet.dismissReason == .swipe)
         #expect(sheet.detent == .medium)   // keeps where it rested
@@ -113,7 +113,7 @@ func sheetIn(_ phase: Phase) throws -> Sheet {
     func discardAndSaveDismiss(answer: ConfirmAction, reason: DismissReason) throws {
         var sheet = try sheetIn(.confirming)
         let outcome = mustApply(&sheet, .confirm(answer), at: tick(3))
-        #expect(outcome.events == [SheetEvent(seq: 3, at: tick(3), kind: .dismissed(reason: reason))])
+        #expect(outcome.events == [SheetEvent(seq: 3, at: tick(3), kind: .dismissed(reason: reason, screen: "root"))])
         #expect(sheet.phase == .dismissed)
         #expect(sheet.dismissReason == reason)
         #expect(sheet.detent == .large)
@@ -135,7 +135,7 @@ func sheetIn(_ phase: Phase) throws -> Sheet {
         var sheet = try sheetIn(phase)
         let detentBefore = sheet.detent
         let outcome = mustApply(&sheet, .dismiss(reason), at: tick(5))
-        #expect(kinds(outcome) == [.dismissed(reason: reason == .done ? .done : .programmatic)])
+        #expect(kinds(outcome) == [.dismissed(reason: reason == .done ? .done : .programmatic, screen: "root")])
         #expect(outcome.events.map(\.seq) == [sheet.version])
         #expect(sheet.phase == .dismissed)
         #expect(sheet.dismissReason == reason.dismissReason)
@@ -225,7 +225,7 @@ func sheetIn(_ phase: Phase) throws -> Sheet {
     #expect(sheet.detent == .large)
 
     var out = mustApply(&sheet, .drag(target("medium")), at: tick(1))
-    #expect(kinds(out) == [.detentChanged(from: .large, to: .medium)])
+    #expect(kinds(out) == [.detentChanged(from: .large, to: .medium, by: .user)])
 
     out = mustApply(&sheet, .drag(target("height:300")), at: tick(2))
     #expect(kinds(out) == [.intercepted(attempted: target("height:300"), restoredTo: .medium)])
@@ -240,7 +240,7 @@ func sheetIn(_ phase: Phase) throws -> Sheet {
     mustApply(&sheet, .drag(target("height:300")), at: tick(4))
     #expect(sheet.phase == .confirming)
     out = mustApply(&sheet, .confirm(.discard), at: tick(5))
-    #expect(kinds(out) == [.dismissed(reason: .discarded)])
+    #expect(kinds(out) == [.dismissed(reason: .discarded, screen: "root")])
     #expect(sheet.phase == .dismissed)
     #expect(sheet.dismissReason == .discarded)
 

@@ -71,7 +71,7 @@ final class Metrics: Sendable {
         for event in outcome.events {
             events[Self.eventTypes.firstIndex(of: event.kind.type)!].add()
             switch event.kind {
-            case .dismissed(let reason):
+            case .dismissed(let reason, _):
                 dismissals[Self.dismissReasons.firstIndex(of: reason)!].add()
             case .intercepted(let attempted, _):
                 interceptions[attempted == .closed ? 1 : 0].add()

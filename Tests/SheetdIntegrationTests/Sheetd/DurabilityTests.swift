@@ -302,7 +302,7 @@ final class CrashClient: @unchecked Sendable {
         case .drag(let target): ("drag", #"{"to":"\#(target)"}"#)
         case .confirm(let answer): ("confirm", #"{"action":"\#(answer.rawValue)"}"#)
         case .dismiss(let reason): ("dismiss", #"{"reason":"\#(reason.rawValue)"}"#)
-        case .present, .gesture: ("present", "{}")
+        case .present, .gesture, .changes, .select, .resize, .navigate: ("present", "{}")
         }
         return Request(method: "POST", path: "/sessions/\(id)/\(route)", body: body, key: key, session: index, action: action)
     }

@@ -1,5 +1,9 @@
 /// A session's identity: 128 bits from the system's secure random source, written as 22
 /// characters of unpadded base64url so it is safe in a URL path without escaping.
+///
+/// It lives beside the sheet rather than in the store because sheets name each other: a sheet
+/// presented over another records its parent, and the events `covered` and `uncovered` name the
+/// child.
 public struct SessionID: Hashable, Sendable, CustomStringConvertible {
     public let high: UInt64
     public let low: UInt64
@@ -94,7 +98,4 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
         let highPart = high << UInt64(64 - shift)
         return (lowPart | highPart) & mask
     }
-
-    /// Which shard owns this session: ids are uniformly random, so the low bits spread evenly.
-    func shardIndex(of count: Int) -> Int { Int(low % UInt64(count)) }
 }

@@ -1,0 +1,126 @@
+/// The store's shape of a sheet, not the API's. Members added after the first release are
+/// optional on the way in, with the value every sheet had before they existed.
+extension Sheet {
+    enum CodingKeys: String, CodingKey {
+        case configuration, phase, detent, presentation, dismissReason, version, createdAt, updatedAt, events
+        case hasChanges, containerHeight, stack, parent, child
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(configuration, forKey: .configuration)
+        try c.encode(phase, forKey: .phase)
+        try c.encode(detent, forKey: .detent)
+        try c.encode(presentation, forKey: .presentation)
+        try c.encodeIfPresent(dismissReason, forKey: .dismissReason)
+        try c.encode(version, forKey: .version)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(updatedAt, forKey: .updatedAt)
+        try c.encode(Array(log), forKey: .events)
+        try c.encode(hasChanges, forKey: .hasChanges)
+        try c.encodeNumber(containerHeight, forKey: .containerHeight)
+        try c.encode(stack, forKey: .stack)
+        try c.encodeIfPresent(parent?.description, forKey: .parent)
+        try c.encodeIfPresent(child?.description, forKey: .child)
+    }
+
+    /// Reads a stored session back and refuses one that breaks an invariant the reducer relies
+    /// on, rather than running a state machine from an impossible state.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        func id(_ key: CodingKeys) throws -> SessionID? {
+            guard let text = try c.decodeIfPresent(String.self, forKey: key) else { return nil }
+            guard let id = SessionID(text) else {
+                throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "\"\(text)\" is not a session id")
+            }
+            return id
+        }
+        let configuration = try c.decode(SheetConfiguration.self, forKey: .configuration)
+        do {
+            try self.init(restoring: configuration,
+                          phase: try c.decode(Phase.self, forKey: .phase),
+                          detent: try c.decode(Detent.self, forKey: .detent),
+                          presentation: try c.decode(Int.self, forKey: .presentation),
+                          dismissReason: try c.decodeIfPresent(DismissReason.self, forKey: .dismissReason),
+                          createdAt: try c.decode(Timestamp.self, forKey: .createdAt),
+                          events: try c.decode([SheetEvent].self, forKey: .events),
+                          version: try c.decodeIfPresent(UInt64.self, forKey: .version),
+                          hasChanges: try c.decodeIfPresent(Bool.self, forKey: .hasChanges) ?? false,
+                          containerHeight: try c.decodeIfPresent(Double.self, forKey: .containerHeight),
+                          stack: try c.decodeIfPresent([String].self, forKey: .stack),
+                          parent: try id(.parent), child: try id(.child))
+        } catch let error as RestoreError {
+            let key: CodingKeys = switch error.part {
+            case .detent: .detent
+            case .presentation: .presentation
+            case .dismissReason: .dismissReason
+            case .events: .events
+            case .version: .version
+            case .containerHeight: .containerHeight
+            case .stack: .stack
+            case .child: .child
+            }
+            throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: error.reason)
+        }
+    }
+
+    /// Why a stored session cannot be restored: which part breaks which invariant.
+    public struct RestoreError: Error, CustomStringConvertible {
+        public enum Part: String, Sendable { case detent, presentation, dismissReason, events, version, containerHeight, stack, child }
+        public let part: Part
+        public let reason: String
+        public var description: String { "\(part.rawValue): \(reason)" }
+    }
+
+    /// A stored session from its parts, without a decoder (start-up reads a million of them),
+    /// with the same checks as `init(from:)`. `configuration` may be shared by many sessions.
+    /// The parts a file written before them lacks take the values every sheet had then: no
+    /// changes, the configured height, the root screen alone, no chain.
+    public init(restoring configuration: SheetConfiguration, phase: Phase, detent: Detent, presentation: Int,
+                dismissReason: DismissReason?, createdAt: Timestamp, events: [SheetEvent], version: UInt64? = nil,
+                hasChanges: Bool = false, containerHeight: Double? = nil, stack: [String]? = nil,
+                parent: SessionID? = nil, child: SessionID? = nil) throws(RestoreError) {
+        guard let i = configuration.index(of: detent), i != configuration.storage.thresholdIndex else {
+            throw RestoreError(part: .detent, reason: "\(detent) is not a resting detent of this configuration")
+        }
+        guard presentation >= 1 else { throw RestoreError(part: .presentation, reason: "presentation counts from 1") }
+        guard (phase == .dismissed) == (dismissReason != nil) else {
+            throw RestoreError(part: .dismissReason, reason: "a dismissed sheet has a reason and only a dismissed one does")
+        }
+        guard !events.isEmpty, events.count <= Self.retainedEvents, events[0].seq >= 1 else {
+            throw RestoreError(part: .events, reason: "expected 1 to \(Self.retainedEvents) events")
+        }
+        for (a, b) in zip(events, events.dropFirst()) where b.seq != a.seq + 1 {
+            throw RestoreError(part: .events, reason: "event seq must count up by one: \(a.seq) then \(b.seq)")
+        }
+        if let version, version != events[events.count - 1].seq {
+            throw RestoreError(part: .version, reason: "version \(version) is not the seq of the latest event")
+        }
+        let height = containerHeight ?? configuration.containerHeight
+        guard height.isFinite, SheetConfiguration.containerHeightRange.contains(height) else {
+            throw RestoreError(part: .containerHeight, reason: "a container height is 1 to 10000 points")
+        }
+        let stack = stack ?? [configuration.rootScreen]
+        guard !stack.isEmpty, stack.count <= NavigationStack.maximumDepth,
+              stack.allSatisfy({ NavigationStack.problem(withName: $0) == nil }) else {
+            throw RestoreError(part: .stack, reason: "a navigation stack holds 1 to \(NavigationStack.maximumDepth) screen names")
+        }
+        guard child == nil || phase == .presented else {
+            throw RestoreError(part: .child, reason: "only a presented sheet can be covered")
+        }
+        self.init(configuration: configuration, parent: parent, now: createdAt)
+        self.phase = phase
+        self.presentation = presentation
+        self.dismissReason = dismissReason
+        self.hasChanges = hasChanges
+        self.stack = stack
+        self.child = child
+        detentIndex = UInt8(i)
+        if height != configuration.containerHeight {
+            layout = ContainerLayout(detents: configuration.detents, thresholdIndex: configuration.storage.thresholdIndex,
+                                     containerHeight: height)
+        }
+        log = EventLog()
+        for event in events { log.append(event) }
+    }
+}
