@@ -8,7 +8,7 @@ import Testing
 @Suite("Migration of an older data file")
 struct MigrationTests {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Fixtures/schema-2")
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/schema-2")
 
     /// `old` is contained in `new`: objects member by member (extra members in `new` allowed),
     /// arrays element by element, anything else equal.
