@@ -64,8 +64,10 @@ enum Service {
         storeConfiguration.maxSessionsPerTenant = options.maxSessionsPerTenant
         storeConfiguration.sessionTTL = options.sessionTTL
         storeConfiguration.idempotencyCapacity = options.idempotencyKeys
-        let (archive, contents) = openArchive(options, observer: observer)
-        let store = SessionStore(configuration: storeConfiguration, archive: archive, restoring: contents)
+        let store = restoredStore(storeConfiguration, options, observer: observer)
+        // The file's contents were copied into the store and are gone with `restoredStore`:
+        // give their memory back, so RSS after a restart is what the sessions take.
+        SQLiteArchive.returnFreeHeapMemory()
         let keyRing = options.authKeys.map { path in KeyRing(loadKeys(path, startingUp: true) ?? []) }
         let service = SheetService(store: store, observer: observer, access: accessPolicy(options, keyRing: keyRing))
 
@@ -194,6 +196,13 @@ enum Service {
             printError("\(error)")
             exit(2)
         }
+    }
+
+    /// The store, carrying on from what the archive holds.
+    static func restoredStore(_ configuration: SessionStore.Configuration, _ options: Options,
+                              observer: ServiceObserver) -> SessionStore {
+        let (archive, contents) = openArchive(options, observer: observer)
+        return SessionStore(configuration: configuration, archive: archive, restoring: contents)
     }
 
     /// The store's backing: nothing with `--memory`, else the SQLite file in `--data-dir`, read

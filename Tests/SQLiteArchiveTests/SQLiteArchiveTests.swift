@@ -1,7 +1,7 @@
 import CSQLite
 import Foundation
 import SessionStore
-import SheetCore
+@testable import SheetCore
 @testable import SQLiteArchive
 import Testing
 
@@ -387,5 +387,42 @@ struct SQLiteCheckpointTests {
         let reopened = try SQLiteArchive.open(directory: directory.path)
         defer { reopened.close() }
         #expect(try reopened.load().sessions.count == Int(written))
+    }
+}
+
+@Suite("SQLite archive: loading")
+struct SQLiteLoadingTests {
+    /// Sessions stored with one configuration come back sharing one configuration storage, as
+    /// sessions created alike share one, so a restart does not grow every session; and a batch
+    /// of events bigger than one decoding call comes back whole and in order.
+    @Test func restoredSessionsShareTheirConfigurationAndKeepTheirEvents() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        _ = try archive.load()
+        let config = try seedConfiguration()
+        let ids = (0..<3).map { _ in SessionID.random() }
+        var sheets = ids.map { _ in Sheet(configuration: config, now: t0) }
+        try await archive.submit(ids.enumerated().map { index, id in
+            .created(id, ordinal: UInt64(index + 1), sheet: sheets[index], lastAccess: 1, tenant: .default)
+        }).wait()
+        // 5,000 drags of the first session: more log rows than one decoding batch holds.
+        var changes: [ArchiveChange] = []
+        for index in 0..<5000 {
+            changes.append(try step(&sheets[0], ids[0], .drag(.detent(index % 2 == 0 ? .medium : .large)), at: 2000 + Int64(index)))
+        }
+        try await archive.submit(changes).wait()
+        archive.close()
+
+        let reopened = try SQLiteArchive.open(directory: directory.path)
+        defer { reopened.close() }
+        let restored = try reopened.load().sessions
+        #expect(restored.count == 3)
+        let storages = Set(restored.map { ObjectIdentifier($0.sheet.configuration.storage) })
+        #expect(storages.count == 1)
+        let busy = try #require(restored.first { $0.id == ids[0] })
+        #expect(busy.sheet == sheets[0])
+        #expect(busy.sheet.version == 5001)
+        #expect(busy.sheet.events.count == Sheet.retainedEvents)
     }
 }
