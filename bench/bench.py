@@ -26,6 +26,12 @@ Run through bench/run (which builds both binaries); configuration comes from the
                           names, when it has the flag)
   BENCH_SHEETD_ARGS=      extra sheetd arguments (split on spaces)
   BENCH_MAX_SESSIONS=10000000   --max-sessions of the sheetd that serves the workloads
+  BENCH_RESTART_SESSIONS=1000000   the restart phase: a durable sheetd filled with this many
+                          sessions over HTTP, stopped and started again: time to the first
+                          answer, time until every session is served, VmRSS before and after (0: skip)
+  BENCH_CALLGRIND=1       instructions per drag under callgrind, sheetd against the baseline
+                          (bench/callgrind.py; needs valgrind; 0: skip)
+  BENCH_MEMORY_LIMIT=12288   the baseline's connection memory: sheetd's (HTTPServerConfiguration)
   BENCH_SELFTEST=1        no sheetd: the baseline plays both sides (tests the harness)
   BENCH_RESULTS=bench/RESULTS.md
 
@@ -68,6 +74,9 @@ PACE_MS = env_int("BENCH_PACE_MS", 2)
 NSESSIONS = env_int("BENCH_SESSIONS", 10000)
 MAX_SESSIONS = env_int("BENCH_MAX_SESSIONS", 10_000_000)
 SELFTEST = os.environ.get("BENCH_SELFTEST", "0") == "1"
+RESTART_SESSIONS = env_int("BENCH_RESTART_SESSIONS", 1_000_000)
+RUN_CALLGRIND = os.environ.get("BENCH_CALLGRIND", "1") != "0"
+MEMORY_LIMIT = env_int("BENCH_MEMORY_LIMIT", 12 * 1024)
 DURABLE = os.environ.get("BENCH_DURABLE", "auto").strip().lower() or "auto"
 RUN_MEMORY = os.environ.get("BENCH_MEMORY", "1") != "0"
 CALIBRATE = os.environ.get("BENCH_CALIBRATE", "1") != "0"
@@ -243,7 +252,8 @@ def sheetd_argv(help_text, *, data_dir=None, max_sessions=MAX_SESSIONS):
 def baseline_argv(sizes):
     body, get, create = sizes
     return [BASELINE, "--host", "127.0.0.1", "--port", "0", "--threads", str(THREADS),
-            "--body-size", str(body), "--get-size", str(get), "--create-size", str(create)]
+            "--body-size", str(body), "--get-size", str(get), "--create-size", str(create),
+            "--memory-limit", str(MEMORY_LIMIT)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -600,6 +610,18 @@ def main():
             else:
                 d = Server("sheetd-durable", sheetd_argv(help_text, data_dir=data_dir)).start()
             results["durable"] = drag_against(d, a, {"a": "sheetd --data-dir", "b": "sheetd --memory"}, "durable drag-c64")
+            if "create-c64" in WORKLOADS:
+                shutil.rmtree(data_dir, ignore_errors=True)
+                os.makedirs(data_dir)
+                dc = Server("sheetd-durable", d.argv).start()
+                servers.append(dc)
+                try:
+                    results["durable_create"] = run_workload("create-c64", (dc, a), {"a": "sheetd --data-dir", "b": "sheetd --memory"},
+                                                             {dc.name: session_files[a.name], a.name: session_files[a.name]},
+                                                             "durable create-c64")
+                finally:
+                    dc.stop()
+                    servers.remove(dc)
 
         def run_calibration_phase(d64):
             # sheetd's extra user-space CPU per drag, burnt in an arithmetic loop by the baseline
@@ -680,16 +702,116 @@ def main():
         for srv in servers:
             srv.stop()
 
+    if RESTART_SESSIONS > 0 and not SELFTEST and "--data-dir" in help_text:
+        results["restart"] = restart_phase(help_text)
+    if RUN_CALLGRIND and shutil.which("valgrind") and not SELFTEST:
+        import callgrind
+        sheetd_ir = callgrind.measure("sheetd", sheetd_argv(help_text))
+        base_ir = callgrind.measure("baseline", baseline_argv((results["sizes"]["drag"], results["sizes"]["get"], results["sizes"]["create"])))
+        results["callgrind"] = {"sheetd": sheetd_ir, "baseline": base_ir, "requests": callgrind.REQUESTS}
+        log(f"bench: callgrind: {sheetd_ir:,.0f} instructions per drag for sheetd, {base_ir:,.0f} for the baseline")
     results["elapsed_s"] = time.monotonic() - started
     results["machine"] = machine()
     results["commands"] = commands
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
+    png_error = plot(results, os.path.join(HERE, "results.png"))
+    if png_error:
+        results["notes"].append("bench/results.png not drawn: " + png_error)
     text = report(results, a_label)
     print(text)
     with open(RESULTS, "w") as f:
         f.write(text)
     log(f"bench: wrote {os.path.relpath(RESULTS, ROOT)} and bench/out/results.json in {results['elapsed_s']:.0f} s")
+
+
+def restart_phase(help_text):
+    """A durable sheetd filled with RESTART_SESSIONS sessions over HTTP, stopped (SIGTERM) and
+    started again on the same directory: seconds to the first /healthz answer, seconds until a
+    sample of the sessions answers 200, and VmRSS before the stop and after the restart."""
+    data_dir = os.path.join(OUT, "restart-data")
+    shutil.rmtree(data_dir, ignore_errors=True)
+    os.makedirs(data_dir)
+    argv = sheetd_argv(help_text, data_dir=data_dir, max_sessions=max(2_000_000, RESTART_SESSIONS))
+    s = Server("sheetd-restart", argv).start()
+    markers = os.path.join(OUT, "restart-markers")
+    try:
+        fr = fill(s, RESTART_SESSIONS, markers, timeout=1800)
+        if fr["created"] is None:
+            raise RuntimeError(f"restart phase: creating {RESTART_SESSIONS} sessions did not finish in time")
+        sample = create_sessions(s, 50)   # a sample to read back after the restart (also counted)
+        time.sleep(2)
+        before = s.rss_bytes()
+    finally:
+        s.stop()
+    total = fr["created"] + len(sample)
+    t0 = time.monotonic()
+    r = Server("sheetd-restart", argv)
+    r.start(timeout=600)
+    first = None
+    while first is None:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", r.port, timeout=600)
+            request(conn, "GET", "/healthz")
+            conn.close()
+            first = time.monotonic() - t0
+        except OSError:
+            r.check_alive()
+            time.sleep(0.01)
+    conn = http.client.HTTPConnection("127.0.0.1", r.port, timeout=600)
+    missing = 0
+    for sid, _ in sample:
+        status, _, _ = request(conn, "GET", f"/sessions/{sid}")
+        missing += status != 200
+    conn.close()
+    all_loaded = time.monotonic() - t0
+    time.sleep(2)
+    after = r.rss_bytes()
+    r.stop()
+    res = {"sessions": total, "rss_before": before, "rss_after": after, "first_answer_s": first,
+           "all_loaded_s": all_loaded, "missing": missing, "sampled": len(sample), "fill_s": fr["seconds"]}
+    log(f"bench: restart of {total:,} sessions: first answer {first:.1f} s, sample served {all_loaded:.1f} s, "
+        f"VmRSS {before / 2**20:.0f} -> {after / 2**20:.0f} MiB, {missing} of {len(sample)} sampled sessions missing")
+    return res
+
+
+def plot(res, path):
+    """bench/results.png with gnuplot: req/s and p99 per workload, sheetd beside the baseline
+    (and durable beside memory), titled with the run's date. Skipped without gnuplot."""
+    if not shutil.which("gnuplot"):
+        return "gnuplot not found (Debian: apt-get install gnuplot-nox)"
+    rows = [(name, w) for name, w in res["workloads"].items()]
+    if res.get("durable"):
+        rows.append(("durable drag", res["durable"]))
+    if res.get("durable_create"):
+        rows.append(("durable create", res["durable_create"]))
+    data = os.path.join(OUT, "results.dat")
+    with open(data, "w") as f:
+        for name, w in rows:
+            f.write(f"\"{name}\\n({w['labels']['a']} / {w['labels']['b']})\" {w['a']['rps'] or 0:.0f} {w['b']['rps'] or 0:.0f} "
+                    f"{(w['a']['p99'] or 0) / 1000:.3f} {(w['b']['p99'] or 0) / 1000:.3f}\n")
+    date = res["machine"]["date"]
+    script = f"""
+set terminal pngcairo size 1400,900 font ",10"
+set output "{path}"
+set multiplot layout 2,1 title "sheetd benchmark, {date} (left bar: first server named, right bar: second)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set xtics rotate by -20 nomirror
+set grid ytics
+set yrange [0:*]
+set key top right
+set ylabel "requests/s"
+set title "throughput (median over rounds)"
+plot "{data}" using 2:xtic(1) title "sheetd (or durable)", "" using 3 title "baseline (or in memory)"
+set ylabel "p99 latency, ms"
+set title "p99 latency (median over rounds)"
+plot "{data}" using 4:xtic(1) title "sheetd (or durable)", "" using 5 title "baseline (or in memory)"
+unset multiplot
+"""
+    p = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
+    return None if p.returncode == 0 else f"gnuplot failed: {p.stderr[:300]}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -719,6 +841,8 @@ def report(res, a_label):
     sections = list(res["workloads"].items())
     if res.get("durable"):
         sections.append(("durable drag-c64", res["durable"]))
+    if res.get("durable_create"):
+        sections.append(("durable create-c64", res["durable_create"]))
     for name, w in sections:
         for side in ("a", "b"):
             s = w[side]
@@ -790,13 +914,24 @@ def report(res, a_label):
                      f"{p['seconds']:.1f} s | {p['errors']} |")
         L.append("")
 
+    rs = res.get("restart")
+    if rs:
+        L.append("## Restart (a durable sheetd filled over HTTP, SIGTERM, started again)\n")
+        L.append("| sessions | fill | first answer | sampled sessions served | VmRSS before | VmRSS after |")
+        L.append("|---:|---:|---:|---:|---:|---:|")
+        L.append(f"| {rs['sessions']:,} | {rs['fill_s']:.0f} s | {rs['first_answer_s']:.1f} s | {rs['all_loaded_s']:.1f} s "
+                 f"({rs['sampled'] - rs['missing']} of {rs['sampled']}) | {rs['rss_before'] / 2**20:.0f} MiB | {rs['rss_after'] / 2**20:.0f} MiB |")
+        L.append("")
+    if os.path.exists(os.path.join(HERE, "results.png")):
+        L.append(f"![requests/s and p99 per workload, {mach.get('date', '?')}](results.png)\n")
+
     # Targets
     L.append("## Targets\n")
     targets = []
     d64 = res["workloads"].get("drag-c64")
     if d64:
         r = d64["ratio_rps"]
-        targets.append(("drag at 64 connections ≥ 0.5 × baseline req/s", r is not None and r >= 0.5,
+        targets.append(("drag at 64 connections, in memory ≥ 0.75 × baseline req/s", r is not None and r >= 0.75,
                         f"{fmt_ratio(r)} ({fmt_rps(d64['a']['rps'])} vs {fmt_rps(d64['b']['rps'])} req/s)"))
         r = d64["ratio_p99"]
         targets.append(("p99 at 64 connections, saturated (drag-c64) ≤ 2 × baseline's", r is not None and r <= 2.0,
@@ -820,7 +955,30 @@ def report(res, a_label):
         targets.append((f"workload {name} runs", False, "skipped: " + why))
     if res.get("durable"):
         r = res["durable"]["ratio_rps"]
-        targets.append(("durable drag ≥ 0.5 × in-memory req/s at 64 connections", r is not None and r >= 0.5, fmt_ratio(r)))
+        targets.append(("durable drag ≥ 0.9 × in-memory req/s at 64 connections", r is not None and r >= 0.9, fmt_ratio(r)))
+        r = res["durable"]["ratio_p99"]
+        targets.append(("durable drag p99 ≤ 2 × in-memory p99", r is not None and r <= 2.0,
+                        f"{fmt_ratio(r)} ({fmt_us(res['durable']['a']['p99'])} vs {fmt_us(res['durable']['b']['p99'])})"))
+    if res.get("durable_create"):
+        r = res["durable_create"]["ratio_rps"]
+        targets.append(("durable create ≥ 0.7 × in-memory create req/s", r is not None and r >= 0.7,
+                        f"{fmt_ratio(r)}; p99 {fmt_us(res['durable_create']['a']['p99'])} vs {fmt_us(res['durable_create']['b']['p99'])}"))
+    cg = res.get("callgrind")
+    if cg:
+        r = cg["sheetd"] / cg["baseline"]
+        targets.append((f"callgrind instructions per drag ≤ 1.3 × the baseline's (both at {MEMORY_LIMIT} B connection memory)", r <= 1.3,
+                        f"{r:.2f}× ({cg['sheetd']:,.0f} vs {cg['baseline']:,.0f}, {cg['requests']} drags on one keep-alive connection)"))
+    rs = res.get("restart")
+    if rs:
+        targets.append((f"restart with {rs['sessions']:,} sessions: first answer within 5 s", rs["first_answer_s"] <= 5.0,
+                        f"{rs['first_answer_s']:.1f} s (every sampled session served after {rs['all_loaded_s']:.1f} s, "
+                        f"{rs['missing']} of {rs['sampled']} missing)"))
+        ratio = rs["rss_after"] / rs["rss_before"]
+        targets.append(("RSS after the restart within 10% of before", ratio <= 1.10,
+                        f"{rs['rss_after'] / 2**20:.0f} vs {rs['rss_before'] / 2**20:.0f} MiB ({ratio:.2f}×)"))
+        for label, rss in (("before", rs["rss_before"]), ("after", rs["rss_after"])):
+            per = rss / rs["sessions"]
+            targets.append((f"≤ 400 B RSS per idle session, durable, {label} the restart", per <= 400, f"{per:.0f} B/session"))
     L.append("| target | | measured |")
     L.append("|---|---|---|")
     for t, ok, m in targets:
