@@ -51,7 +51,9 @@ let package = Package(
         .target(name: "InlineExecution", dependencies: ["Locking"], swiftSettings: strict),
         .target(name: "SessionStore", dependencies: ["SheetCore", "Locking", "InlineExecution"], swiftSettings: strict),
         .target(name: "SQLiteArchive", dependencies: ["SessionStore", "SheetCore", "CSQLite", "Locking"], swiftSettings: strict),
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "InlineExecution"], swiftSettings: strict),
+        // The clock the timing rules read: the real one in service, a manual one in tests.
+        .target(name: "Timekeeping", dependencies: ["Locking"], swiftSettings: strict),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "InlineExecution", "Timekeeping"], swiftSettings: strict),
         // Keys, roles and rate limits: who may make a request (no HTTP, no sessions in here).
         .target(name: "AccessControl", dependencies: ["Locking"], swiftSettings: strict),
         .target(
@@ -79,7 +81,7 @@ let package = Package(
         // cores with them. Tests/README.md says which tests go where.
         .testTarget(
             name: "SheetdIntegrationTests",
-            dependencies: ["HTTPServer", "Locking", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl"],
+            dependencies: ["HTTPServer", "Locking", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl", "Timekeeping"],
             swiftSettings: strict
         ),
     ],

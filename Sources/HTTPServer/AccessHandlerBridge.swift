@@ -52,7 +52,7 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
         let state = ConnectionState(
             fd: sheetd_connection_fd(connection),
             clientAddress: clientAddress(of: connection),
-            now: sheetd_monotonic_ns())
+            now: core.clockNanoseconds())
         // Released below at MHD_CONNECTION_NOTIFY_CLOSED, which libmicrohttpd calls for every
         // connection it reported STARTED (before it closes the socket).
         socketContext.pointee = Unmanaged.passRetained(state).toOpaque()
@@ -232,7 +232,7 @@ extension ServerCore {
         if context.answeredInline {
             return queueStoredAnswer(context)
         }
-        context.deadline = .now + suspendedRequestDeadline
+        context.deadline = clock.now + suspendedRequestDeadline
         suspensionBegan()
         requestSuspensions.add(1, ordering: .relaxed)
         MHD_suspend_connection(context.connection)
@@ -269,7 +269,7 @@ extension ServerCore {
         context.cancel()
         let now = sheetd_monotonic_ns()
         if let connectionState = context.connectionState {
-            connectionState.markReceiving(now: now)
+            connectionState.markReceiving(now: clockNanoseconds())
             connectionState.currentRequest = nil
             ThreadRequests.current.ended(connectionState)
         }

@@ -1,4 +1,5 @@
 import Locking
+import Timekeeping
 
 /// Shutdown's waits on the server's counters (requests in progress, suspended connections):
 /// each parks until its condition holds or its deadline passes, and whoever lowers a counter
@@ -18,17 +19,20 @@ final class CounterWaits: Sendable {
 
     private let state = LockedValue(State())
 
-    /// True once `condition` holds; false if `deadline` passed first. The condition is read
-    /// under the lock that `changed` takes, so a change between the first look and parking is
-    /// not missed.
-    func wait(until condition: @escaping @Sendable () -> Bool, deadline: ContinuousClock.Instant) async -> Bool {
+    /// True once `condition` holds; false if `deadline` passed first on `clock`. The condition
+    /// is read under the lock that `changed` takes, so a change between the first look and
+    /// parking is not missed.
+    func wait(
+        until condition: @escaping @Sendable () -> Bool, deadline: ContinuousClock.Instant,
+        on clock: any ServiceClock = SystemClock()
+    ) async -> Bool {
         if condition() { return true }
         let number = state.withLock { state -> UInt64 in
             state.next += 1
             return state.next
         }
         let timer = Task { [self] in
-            do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }
+            do { try await clock.sleep(until: deadline) } catch { return }
             expire(number)
         }
         defer { timer.cancel() }

@@ -28,6 +28,7 @@ public final class HTTPServer: Sendable {
         let logSink: UnsafeMutablePointer<sheetd_log_sink>
         /// The PEM texts given to libmicrohttpd (strdup in `start()`, freed after MHD_stop_daemon).
         let tlsTexts: [UnsafeMutablePointer<CChar>]
+        /// The deadline sweeper's thread (`DeadlineSweeper.run`), ended at shutdown.
         let sweeper: Task<Void, Never>
         /// The socket watcher's thread (`SocketWatcher.run`), ended after MHD_stop_daemon.
         let watcherThread: Task<Void, Never>
@@ -79,6 +80,9 @@ public final class HTTPServer: Sendable {
             return bound
         }
     }
+
+    /// Deadline sweeps done since start (tests: a sweep that began after a clock change).
+    var completedSweeps: UInt64 { core.completedSweeps.load(ordering: .acquiring) }
 
     /// The bound port (0 before `start()`).
     public var boundPort: Int { port.load(ordering: .acquiring) }
@@ -172,7 +176,7 @@ public final class HTTPServer: Sendable {
         options.extra_flags = 0
         _ = isIPv6
         options.thread_pool_size = UInt32(clamping: max(1, config.threads))
-        options.connection_timeout = UInt32(clamping: wholeSecondsRoundedUp(config.connectionTimeout))
+        options.connection_timeout = UInt32(clamping: wholeSecondsRoundedUp(config.inactivityTimeout ?? config.connectionTimeout))
         options.connection_limit = UInt32(clamping: max(1, config.maxConnections))
         options.per_ip_connection_limit = UInt32(clamping: max(0, config.maxConnectionsPerClient))
         options.connection_memory_limit = max(2048, config.connectionMemoryLimit)
@@ -205,12 +209,7 @@ public final class HTTPServer: Sendable {
 
         let core = self.core
         let tick = Self.sweepInterval(deadline: config.suspendedRequestDeadline, connectionTimeout: config.connectionTimeout)
-        let sweeper = Task.detached {
-            while !Task.isCancelled {
-                do { try await Task.sleep(for: tick) } catch { return }
-                core.sweepDeadlines()
-            }
-        }
+        let sweeper = Task.detached { await runOnPlainThread { core.sweeper.run({ core.sweepDeadlines() }, every: tick) } }
         let watcherThread = Task.detached { await runOnPlainThread { core.watcher.run() } }
         return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
                        sweeper: sweeper, watcherThread: watcherThread)
@@ -230,7 +229,7 @@ public final class HTTPServer: Sendable {
     /// running, since stopping it would abort the process, and the caller must escalate.
     private static func stop(_ running: Running, core: ServerCore, grace: Duration) async -> Bool {
         let clock = ContinuousClock()
-        let graceEnd = clock.now + max(.zero, grace)
+        let graceEnd = core.clock.now + max(.zero, grace)
         core.isStopping.store(true, ordering: .sequentiallyConsistent)
 
         // 1. Stop accepting. libmicrohttpd hands the listening socket back to us.
@@ -243,11 +242,11 @@ public final class HTTPServer: Sendable {
         //    to take the rest are not waited for here; step 7 closes them).
         _ = await core.counterWaits.wait(until: {
             core.requestsInProgress.load(ordering: .acquiring) - core.activeStreams.load(ordering: .acquiring) <= 0
-        }, deadline: graceEnd)
+        }, deadline: graceEnd, on: core.clock)
 
         // 4. Whatever still waits for its responder gets 503; no new suspension from here on.
         let (requests, streams) = core.registry.close()
-        running.sweeper.cancel()
+        core.sweeper.stop()
         for request in requests { request.resolve(core.shutdownAnswer(request.head), core: core) }
         for stream in streams { stream.finish() }
 
@@ -271,6 +270,7 @@ public final class HTTPServer: Sendable {
         await runOnPlainThread { MHD_stop_daemon(daemon.pointer) }
         core.watcher.stop()
         await running.watcherThread.value
+        await running.sweeper.value
 
         // 8. Close the listening socket quiesce returned (libmicrohttpd no longer owns it).
         if quiescedFD >= 0 { close(quiescedFD) }

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Timekeeping
 
 public struct HTTPServerConfiguration: Sendable {
     /// IPv4 or IPv6 literal, or "0.0.0.0" / "::" ("::" also accepts IPv4).
@@ -11,8 +12,16 @@ public struct HTTPServerConfiguration: Sendable {
     public var port: Int = 8080
     /// libmicrohttpd thread pool size (epoll).
     public var threads: Int = 2
-    /// Idle / slowloris cut-off, rounded up to whole seconds (libmicrohttpd's unit).
+    /// Idle / slowloris cut-off: from the moment a connection is ready for a request (accepted,
+    /// or its previous exchange over), the whole next request must arrive within this, on `clock`.
     public var connectionTimeout: Duration = .seconds(30)
+    /// libmicrohttpd's own timeout, in whole seconds of real time: a connection with no traffic
+    /// either way for this long is closed (what ends an answer whose client stopped reading).
+    /// nil: `connectionTimeout`.
+    public var inactivityTimeout: Duration?
+    /// What the timing rules read: connection cut-offs, suspended-request deadlines, shutdown's
+    /// grace. Tests put them on a `ManualClock`.
+    public var clock: any ServiceClock = SystemClock()
     public var maxConnections: Int = 10_000
     public var maxConnectionsPerClient: Int = 2_000
     /// Per-connection memory pool; bounds the request head: libmicrohttpd itself answers

@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Synchronization
+import Timekeeping
 
 /// What the libmicrohttpd callbacks see through their `cls` pointer: configuration, responder,
 /// counters and the suspension registry of one running daemon.
@@ -29,6 +30,14 @@ final class ServerCore: Sendable {
     let isStopping = Atomic<Bool>(false)
     /// Shutdown waiting for the counters above to come down.
     let counterWaits = CounterWaits()
+    /// What the timing rules read (connection cut-offs, suspended-request deadlines, the grace).
+    let clock: any ServiceClock
+    /// `clockNanoseconds()` counts from here (the connection tracker keeps plain integers).
+    private let clockOrigin: ContinuousClock.Instant
+    /// Checks the deadlines from a thread of its own.
+    let sweeper = DeadlineSweeper()
+    /// Sweeps done since start (tests wait for one after moving a manual clock).
+    let completedSweeps = Atomic<UInt64>(0)
 
     let suspendedRequestDeadline: Duration
     let streamSendBufferSize: Int32
@@ -36,6 +45,8 @@ final class ServerCore: Sendable {
     init(configuration: HTTPServerConfiguration, responder: any HTTPResponder) {
         self.configuration = configuration
         self.responder = responder
+        self.clock = configuration.clock
+        self.clockOrigin = configuration.clock.now
         self.limits = RequestStateMachine.Limits(
             maxBodySize: max(0, configuration.maxBodySize),
             maxHeaderCount: max(0, configuration.maxHeaderCount),
@@ -71,11 +82,18 @@ final class ServerCore: Sendable {
 
     /// Answers every suspended request whose responder overran its deadline, and cuts
     /// connections that did not deliver a complete request within the connection timeout.
-    func sweepDeadlines(now: ContinuousClock.Instant = .now) {
-        for request in registry.sweep(now: now) {
+    func sweepDeadlines() {
+        for request in registry.sweep(now: clock.now) {
             request.resolve(responder.deadlineExceeded(request.head), core: self)
         }
-        connections.cutOverdue(now: sheetd_monotonic_ns())
+        connections.cutOverdue(now: clockNanoseconds())
+        completedSweeps.add(1, ordering: .releasing)
+    }
+
+    /// The clock's now as nanoseconds since the server was made (never negative).
+    func clockNanoseconds() -> Int64 {
+        let (seconds, attoseconds) = (clock.now - clockOrigin).components
+        return max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
     /// The answer given when shutdown refuses or cuts a request.

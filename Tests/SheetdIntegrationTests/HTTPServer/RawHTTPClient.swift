@@ -71,6 +71,15 @@ final class RawHTTPClient {
         shutdown(fd, Int32(SHUT_RDWR))
     }
 
+    /// Without waiting: false once the server closed or reset the connection.
+    func isOpen() -> Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+        if n > 0 { return true }
+        if n == 0 { return false }
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+    }
+
     func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
