@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libgnutls28-dev libjansson-dev libsqlite3-dev pkg-config openssl curl
 ARGS ?=
 
-.PHONY: run test build release deps check check-openapi check-metrics check-container container-check fuzz sanitizers clean
+.PHONY: run test stress-tests build release deps check check-openapi check-metrics check-container container-check fuzz sanitizers clean
 
 # Installs the C libraries sheetd links against, only when one is missing.
 deps:
@@ -31,6 +31,12 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip SheetdIntegrationTests
 	$(SWIFT) test --skip-build --filter SheetdIntegrationTests
+
+# The whole suite N times (default 3) while two busy loops hog the cores; fails on any red run
+# or on a sheetd left running.
+N ?= 3
+stress-tests: deps
+	.ci/stress-tests $(N)
 
 # The checks CI runs after the tests: the spec against a live server (schemathesis), /metrics
 # through promtool, and the Dockerfile (hadolint, the release binary's ldd).
