@@ -23,6 +23,10 @@ enum RouteTable {
         .handlers("/healthz", .get(.open, SheetService.health)),
         .handlers("/metrics", .get(.readMetrics, SheetService.metrics)),
         .handlers("/openapi.yaml", .get(.open, SheetService.openAPI)),
+        .handlers("/", WebPage.index.handler),
+        .handlers("/playground", WebPage.playground.handler),
+        .handlers("/playground.js", WebPage.playgroundScript.handler),
+        .handlers("/playground.css", WebPage.playgroundStyle.handler),
     ]
 
     /// Each action route's body decoder, for the fuzzers.

@@ -14,16 +14,6 @@ enum WebPage: CaseIterable {
     case playgroundScript
     case playgroundStyle
 
-    /// The path it is served at.
-    var path: String {
-        switch self {
-        case .index: "/"
-        case .playground: "/playground"
-        case .playgroundScript: "/playground.js"
-        case .playgroundStyle: "/playground.css"
-        }
-    }
-
     var contentType: String {
         switch self {
         case .index, .playground: "text/html; charset=utf-8"
@@ -48,8 +38,15 @@ enum WebPage: CaseIterable {
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; "
         + "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-    /// The answer to a GET of `path`. The page talks to the API with the same origin, so it
-    /// works behind a proxy or load balancer that forwards all of sheetd's paths.
+    /// Its GET in `RouteTable`, which holds the path it is served at. Open to anyone, as
+    /// /openapi.yaml is: a browser loads the page before it can ask its user for an API key, and
+    /// the page holds nothing but code; every call it makes to the API needs the key.
+    var handler: MethodHandler {
+        .get(.open) { _ in { request in self.response(requestID: request.requestID) } }
+    }
+
+    /// The answer to a GET. The page talks to the API on its own origin, so it works behind a
+    /// proxy or load balancer that forwards all of sheetd's paths.
     func response(requestID: String) -> HTTPResponse {
         var headers = HTTPHeaders()
         headers.reserveCapacity(7)

@@ -190,6 +190,7 @@ struct RouteParsingTests {
         ("/sessions/abc/drag", "/sessions/{id}/drag", "abc"), ("/sessions/abc/confirm", "/sessions/{id}/confirm", "abc"),
         ("/sessions/abc/dismiss", "/sessions/{id}/dismiss", "abc"), ("/sessions/abc/present", "/sessions/{id}/present", "abc"),
         ("/sessions/ünï/drag", "/sessions/{id}/drag", "ünï"),
+        ("/", "/", ""), ("/playground", "/playground", ""), ("/playground.js", "/playground.js", ""),
     ])
     func knownPaths(_ path: String, _ template: String, _ id: String) throws {
         let route = try #require(Route(path: path))
@@ -197,7 +198,7 @@ struct RouteParsingTests {
         #expect(route.id == id)
     }
 
-    @Test(arguments: ["", "/", "/session", "/sessionsx", "/sessions/", "/healthz/", "/metricsx", "/openapi.yml",
+    @Test(arguments: ["", "//", "/playground/", "/playground.html", "/index.html", "/session", "/sessionsx", "/sessions/", "/healthz/", "/metricsx", "/openapi.yml",
                       "/sessions/abc/Drag", "/sessions/abc/dra", "/sessions/abc/drags", "/x/sessions/abc",
                       "/sessions//drag", "/sessions/x/drag/more", "/sessions/x/", "/sessions/x//"])
     func unknownPaths(_ path: String) {
