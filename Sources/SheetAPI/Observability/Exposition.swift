@@ -47,28 +47,19 @@ extension ServiceObserver {
         for (tenant, count) in store.sessionsPerTenant.sorted(by: { $0.key.name < $1.key.name }) {
             out.sample("sheetd_tenant_sessions", [("tenant", tenant.name)], Double(count))
         }
-        out.family("sheetd_events_total", "counter", "Events recorded, by type.")
-        for (index, type) in Metrics.eventTypes.enumerated() {
-            out.sample("sheetd_events_total", [("type", type.rawValue)], Double(m.events[index].current))
-        }
-        out.family("sheetd_dismissals_total", "counter", "Sheets dismissed, by reason.")
-        for (index, reason) in Metrics.dismissReasons.enumerated() {
-            out.sample("sheetd_dismissals_total", [("reason", reason.rawValue)], Double(m.dismissals[index].current))
-        }
-        out.family("sheetd_interceptions_total", "counter", "Dismissal attempts intercepted, by what the user dragged to.")
-        out.sample("sheetd_interceptions_total", [("attempted", "threshold")], Double(m.interceptions[0].current))
-        out.sample("sheetd_interceptions_total", [("attempted", "closed")], Double(m.interceptions[1].current))
-        out.family("sheetd_confirmations_total", "counter", "Answers to the Discard changes question, by action.")
-        for (index, action) in Metrics.confirmActions.enumerated() {
-            out.sample("sheetd_confirmations_total", [("action", action.rawValue)], Double(m.confirmations[index].current))
-        }
-        out.family("sheetd_gesture_targets_total", "counter", "Where released gestures settled: a detent, or closed.")
-        out.sample("sheetd_gesture_targets_total", [("target", "detent")], Double(m.gestureTargets[0].current))
-        out.sample("sheetd_gesture_targets_total", [("target", "closed")], Double(m.gestureTargets[1].current))
-        out.family("sheetd_auth_failures_total", "counter", "Requests refused before their route: no or unknown key, a role that does not allow it, protected mode, rate limit.")
-        for (index, refusal) in AccessRefusal.allCases.enumerated() {
-            out.sample("sheetd_auth_failures_total", [("reason", refusal.rawValue)], Double(m.refusals[index].current))
-        }
+        out.counters("sheetd_events_total", "Events recorded, by type.",
+                     label: "type", Metrics.eventTypes.map(\.rawValue), m.events)
+        out.counters("sheetd_dismissals_total", "Sheets dismissed, by reason.",
+                     label: "reason", Metrics.dismissReasons.map(\.rawValue), m.dismissals)
+        out.counters("sheetd_interceptions_total", "Dismissal attempts intercepted, by what the user dragged to.",
+                     label: "attempted", ["threshold", "closed"], m.interceptions)
+        out.counters("sheetd_confirmations_total", "Answers to the Discard changes question, by action.",
+                     label: "action", Metrics.confirmActions.map(\.rawValue), m.confirmations)
+        out.counters("sheetd_gesture_targets_total", "Where released gestures settled: a detent, or closed.",
+                     label: "target", ["detent", "closed"], m.gestureTargets)
+        out.counters("sheetd_auth_failures_total",
+                     "Requests refused before their route: no or unknown key, a role that does not allow it, protected mode, rate limit.",
+                     label: "reason", AccessRefusal.allCases.map(\.rawValue), m.refusals)
         let server = serverFigures
         out.family("sheetd_open_connections", "gauge", "HTTP connections open now.")
         out.sample("sheetd_open_connections", [], Double(server.openConnections))
@@ -101,6 +92,13 @@ struct PrometheusText {
 
     mutating func family(_ name: String, _ type: String, _ help: String) {
         append("# HELP \(name) \(help)\n# TYPE \(name) \(type)\n")
+    }
+
+    /// A counter family with one label: a sample per value, from the cell at the same index.
+    mutating func counters(_ name: String, _ help: String, label: String, _ values: [String], _ cells: [CounterCell]) {
+        precondition(values.count == cells.count, "\(name): \(values.count) label values for \(cells.count) cells")
+        family(name, "counter", help)
+        for (value, cell) in zip(values, cells) { sample(name, [(label, value)], Double(cell.current)) }
     }
 
     mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
