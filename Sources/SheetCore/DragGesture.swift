@@ -1,7 +1,7 @@
 /// A released drag: translation (points) and velocity (points/s), positive downward.
 ///
-/// The client does not know which detent the user meant, only how the finger moved; issue 5's
-/// rule turns that into a target, the same way for every client.
+/// The client does not know which detent the user meant, only how the finger moved;
+/// `SheetConfiguration.settle` turns that into a target, the same way for every client.
 public struct DragGesture: Hashable, Sendable, Codable {
     public var translation: Double
     public var velocity: Double
@@ -75,7 +75,7 @@ public struct GestureResolution: Hashable, Sendable, Codable {
 }
 
 extension SheetConfiguration {
-    /// Issue 5's rule, from the detent at `index`:
+    /// The gesture rule, from the detent at `index`:
     /// r = h0 − T; p = r − (V / 1000) · d / (1 − d); the nearest of `closed` (0) and the detents'
     /// heights to p, ties to the taller — except that a height shared with the current detent
     /// lands on the current detent.

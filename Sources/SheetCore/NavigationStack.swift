@@ -1,6 +1,6 @@
 /// The rules of a sheet's navigation stack: screen names, and how deep it may grow.
 ///
-/// A pop inside a sheet is navigation, not dismissal (seed 003: "do not confuse dismissal with
+/// A pop inside a sheet is navigation, not dismissal ("do not confuse dismissal with
 /// navigation popping"), so the stack is kept apart from the phase.
 public enum NavigationStack {
     public static let defaultRoot = "root"

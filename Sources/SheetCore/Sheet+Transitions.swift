@@ -84,7 +84,7 @@ extension Sheet {
         }
     }
 
-    /// The sheet snaps back to where it was (seed 000); with `confirm` the app now asks.
+    /// The sheet snaps back to where it was; with `confirm` the app now asks.
     mutating func intercept(_ attempted: DragTarget, gesture: GestureResolution?, now: Timestamp) -> SheetOutcome {
         if configuration.storage.interceptAction == .confirm { phase = .confirming }
         return record(.intercepted(attempted: attempted, restoredTo: detent), gesture: gesture, now: now)

@@ -1,5 +1,5 @@
 /// Where a session is in its life. Changes are set-operations, never toggles, so repeating a
-/// request can never flip a sheet back open (the bug seed 001 describes).
+/// request can never flip a sheet back open.
 public enum Phase: String, Sendable, Codable, CaseIterable { case presented, confirming, dismissed }
 
 /// Why a sheet was dismissed; reported in the `dismissed` event.
@@ -54,7 +54,7 @@ public enum AppDismissReason: String, Sendable, Codable, CaseIterable {
 public enum SheetAction: Hashable, Sendable {
     /// Drag and release at a known target.
     case drag(DragTarget)
-    /// Drag and release with a translation and velocity; the target is decided by issue 5's rule.
+    /// Drag and release with a translation and velocity; the target is decided by `SheetConfiguration.settle`.
     case gesture(DragGesture)
     case confirm(ConfirmAction)
     case dismiss(AppDismissReason)

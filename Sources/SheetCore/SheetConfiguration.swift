@@ -57,7 +57,7 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
     /// The first screen of the sheet's navigation stack.
     public var rootScreen: String { storage.rootScreen }
 
-    /// nil means "not given": the defaults of SHEET-SEMANTICS.md apply. The first failing rule,
+    /// nil means "not given": the defaults below apply. The first failing rule,
     /// in the order the fields are listed, is thrown.
     public init(
         detents: [Detent]? = nil,

@@ -1,5 +1,5 @@
 /// One recorded change. The log of these is what lets a presenter that listens late still see
-/// everything that happened (seed 003's "delegate set too late" cannot happen).
+/// everything that happened: no event is lost to a listener that attached after it.
 public struct SheetEvent: Hashable, Sendable, Codable {
     /// The kinds of event without their values; the raw value is the JSON `type`. Everything that
     /// lists event types (decoding, metric labels) lists these cases.
