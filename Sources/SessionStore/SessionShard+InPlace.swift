@@ -12,7 +12,7 @@ extension SessionShard {
     }
 
     /// `apply` without a task; nil (nothing applied) when `inPlace` cannot run: use `apply`.
-    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?) -> Result<ActionResult, StoreError>? {
+    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> Result<ActionResult, StoreError>? {
         inPlace { shard -> Result<ActionResult, StoreError> in
             switch shard.applyNow(action, to: id, of: tenant, ifMatch: ifMatch) {
             case .done(let result):

@@ -148,7 +148,7 @@ actor SessionShard {
     }
 
     /// The change itself, in one actor turn: the result, the version before it, and what to store.
-    private func change(_ action: SheetAction, of id: SessionID, tenant: Tenant, ifMatch: UInt64?)
+    private func change(_ action: SheetAction, of id: SessionID, tenant: Tenant, ifMatch: AcceptedVersions?)
         -> (result: Result<ActionResult, StoreError>, previousVersion: UInt64, changes: [ArchiveChange]) {
         // The entry is changed in place through its index: a copy taken out of the dictionary and
         // written back would share the event log's storage, so every append would copy the log.
@@ -162,7 +162,7 @@ actor SessionShard {
             return (entry.sheet.version, entry.sheet.phase)
         }(&sessions.values[index])
         // Body errors (an unknown detent) come before the version precondition, as the API's order says.
-        if let ifMatch, ifMatch != previous {
+        if let ifMatch, !ifMatch.admits(previous) {
             touched.insert(id)
             let sheet = sessions.values[index].sheet
             if let error = sheet.requestError(in: action) { return (.failure(StoreError(.sheet(error))), previous, []) }
@@ -191,7 +191,7 @@ actor SessionShard {
         return (.success(result), previous, [changed])
     }
 
-    func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?) async throws(StoreError) -> ActionResult {
+    func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) -> ActionResult {
         switch applyNow(action, to: id, of: tenant, ifMatch: ifMatch) {
         case .done(let result):
             return result
@@ -214,7 +214,7 @@ actor SessionShard {
     }
 
     @inline(never)
-    func applyNow(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?) -> Applied {
+    func applyNow(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> Applied {
         let (result, previous, changes) = change(action, of: id, tenant: tenant, ifMatch: ifMatch)
         switch result {
         case .success(let done):
@@ -231,7 +231,7 @@ actor SessionShard {
     /// the same actor turn as the change, and both are committed together, so a concurrent retry
     /// or a restart can only ever see both or neither.
     func apply(
-        _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?,
+        _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?,
         idempotency: IdempotencyRequest,
         render: @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
@@ -265,12 +265,12 @@ actor SessionShard {
         }
     }
 
-    func delete(_ id: SessionID, of tenant: Tenant, ifMatch: UInt64?) async throws(StoreError) {
+    func delete(_ id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) {
         guard let entry = entry(id, of: tenant) else {
             try await settled(id)
             throw StoreError(.sessionNotFound)
         }
-        if let ifMatch, ifMatch != entry.sheet.version {
+        if let ifMatch, !ifMatch.admits(entry.sheet.version) {
             try await settled(id)
             throw StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: entry.sheet))
         }

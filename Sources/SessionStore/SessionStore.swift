@@ -194,25 +194,25 @@ public final class SessionStore: Sendable {
         shard(for: id).snapshotInPlace(id, of: tenant)
     }
 
-    public func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64? = nil) async throws(StoreError) -> ActionResult {
+    public func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) async throws(StoreError) -> ActionResult {
         try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
     /// `apply` on the calling thread, without waiting: nil (nothing applied) when the session's
     /// shard is busy or the archive needs a commit awaited; then use `apply`.
-    public func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64? = nil) -> Result<ActionResult, StoreError>? {
+    public func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) -> Result<ActionResult, StoreError>? {
         shard(for: id).applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
     public func apply(
-        _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: UInt64?, idempotency: IdempotencyRequest,
+        _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?, idempotency: IdempotencyRequest,
         render: @escaping @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
         try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch, idempotency: idempotency.scoped(to: tenant),
                                        render: render)
     }
 
-    public func delete(_ id: SessionID, of tenant: Tenant, ifMatch: UInt64? = nil) async throws(StoreError) {
+    public func delete(_ id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) async throws(StoreError) {
         try await shard(for: id).delete(id, of: tenant, ifMatch: ifMatch)
         released([tenant])
     }

@@ -111,7 +111,7 @@ final class EventStream: EventSubscriber {
         }
         var headers = HTTPHeaders()
         headers.add("Content-Type", "text/event-stream")
-        headers.add("Cache-Control", "no-cache")
+        headers.add("Cache-Control", "no-store")
         headers.add("X-Request-Id", requestID)
         return HTTPResponse(status: 200, headers: headers, body: .stream(stream))
     }

@@ -13,23 +13,28 @@ extension SheetService {
         return id
     }
 
-    /// `If-Match: "<version>"` applies only at that version; `*` or no header applies unconditionally.
-    static func ifMatch(_ head: HTTPRequestHead) throws(APIError) -> UInt64? {
+    /// `If-Match` (RFC 9110 §13.1.1): `*` or no field applies unconditionally; a list applies
+    /// only at a version one of its strong tags names (a weak tag never matches: 412); only a
+    /// malformed field is 400.
+    static func ifMatch(_ head: HTTPRequestHead) throws(APIError) -> AcceptedVersions? {
         guard let raw = head.headers["If-Match"] else { return nil }
-        let text = raw.trimmingASCIIWhitespace()
-        if text == "*" { return nil }
-        let utf8 = Array(text.utf8)
-        guard utf8.count >= 3, utf8.first == UInt8(ascii: "\""), utf8.last == UInt8(ascii: "\""),
-              let version = UInt64(String(decoding: utf8[1..<(utf8.count - 1)], as: UTF8.self)),
-              utf8[1..<(utf8.count - 1)].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-        else {
-            throw APIError.invalidField("If-Match", "If-Match must be a quoted version from an ETag, such as \"3\", or *.")
+        guard let condition = EntityTagCondition(raw) else {
+            throw APIError.invalidField("If-Match", "If-Match must be * or a list of entity tags such as \"3\" (quotes included).")
         }
-        return version
+        return condition.isAny ? nil : condition.strongVersions
+    }
+
+    /// `If-None-Match` (RFC 9110 §13.1.2): nil without the field; malformed is 400.
+    static func ifNoneMatch(_ head: HTTPRequestHead) throws(APIError) -> EntityTagCondition? {
+        guard let raw = head.headers["If-None-Match"] else { return nil }
+        guard let condition = EntityTagCondition(raw) else {
+            throw APIError.invalidField("If-None-Match", "If-None-Match must be * or a list of entity tags such as \"3\" (quotes included).")
+        }
+        return condition
     }
 
     /// The precondition of a request on an existing session; a malformed header still loses to 404.
-    func precondition(_ head: HTTPRequestHead, session id: SessionID, of tenant: Tenant) async throws(APIError) -> UInt64? {
+    func precondition(_ head: HTTPRequestHead, session id: SessionID, of tenant: Tenant) async throws(APIError) -> AcceptedVersions? {
         do { return try Self.ifMatch(head) } catch {
             try await requireSession(id, of: tenant)
             throw error
@@ -56,10 +61,13 @@ extension SheetService {
         do { return try await body() } catch { throw APIError(error) }
     }
 
+    /// A JSON answer. Every answer describes state that changes, so none may be stored by a
+    /// cache (`no-store`); a session's GET, which has a validator, relaxes that to `no-cache`.
     func json(_ status: Int, _ body: [UInt8], requestID: String) -> HTTPResponse {
         var headers = HTTPHeaders()
-        headers.reserveCapacity(4)   // these two, ETag, and one more (Location or Allow)
+        headers.reserveCapacity(5)   // these three, ETag, and one more (Location or Allow)
         headers.add("Content-Type", "application/json; charset=utf-8")
+        headers.add("Cache-Control", "no-store")
         headers.add("X-Request-Id", requestID)
         return HTTPResponse(status: status, headers: headers, body: .bytes(body))
     }
@@ -99,6 +107,7 @@ extension SheetService {
         for name in ["Content-Type", "ETag", "Location", "Allow"] {
             if let value = answer.answer.headers[name] { headers.add(name, value) }
         }
+        headers.add("Cache-Control", "no-store")
         headers.add("X-Request-Id", requestID)
         if answer.replayed { headers.add("Idempotent-Replayed", "true") }
         return HTTPResponse(status: answer.answer.status, headers: headers, body: .bytes(answer.answer.body))

@@ -21,6 +21,7 @@ extension SheetService {
         let text = await observer.exposition(store: store)
         var headers = HTTPHeaders()
         headers.add("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        headers.add("Cache-Control", "no-store")
         headers.add("X-Request-Id", request.requestID)
         return HTTPResponse(status: 200, headers: headers, body: .bytes(text))
     }
@@ -88,7 +89,7 @@ extension SheetService {
     func getSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
         let id = try sessionID(request.route.id)
         let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id, of: request.tenant) }
-        return sessionAnswer(snapshot, requestID: request.requestID)
+        return try sessionAnswer(snapshot, head: request.head, requestID: request.requestID)
     }
 
     /// A session's GET answered on the calling thread when its shard is idle.
@@ -96,16 +97,32 @@ extension SheetService {
         // An id that cannot exist is refused by `getSession`, as every other route error.
         guard let id = SessionID(route.id), let read = store.sessionInPlace(id, of: tenant) else { return nil }
         let requestID = requestIDs.id(for: request.head)
-        switch read {
-        case .success(let snapshot):
-            return sessionAnswer(snapshot, requestID: requestID)
-        case .failure(let error):
-            return errorResponse(APIError(error), requestID: requestID)
+        do throws(APIError) {
+            switch read {
+            case .success(let snapshot):
+                return try sessionAnswer(snapshot, head: request.head, requestID: requestID)
+            case .failure(let error):
+                throw APIError(error)
+            }
+        } catch {
+            return errorResponse(error, requestID: requestID)
         }
     }
 
-    private func sessionAnswer(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
-        sessionResponse(200, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
+    /// A session's GET answer: `no-cache` with its `ETag`, so a cache revalidates every time,
+    /// and `304 Not Modified` (no body) when `If-None-Match` names the current version.
+    private func sessionAnswer(_ snapshot: SessionSnapshot, head: HTTPRequestHead, requestID: String) throws(APIError) -> HTTPResponse {
+        let version = snapshot.sheet.version
+        if let condition = try Self.ifNoneMatch(head), condition.matchesWeakly(version) {
+            var headers = HTTPHeaders()
+            headers.add("ETag", "\"\(version)\"")
+            headers.add("Cache-Control", "no-cache")
+            headers.add("X-Request-Id", requestID)
+            return HTTPResponse(status: 304, headers: headers)
+        }
+        var response = sessionResponse(200, Rendering.sessionBody(snapshot), version: version, requestID: requestID)
+        response.headers.replace("Cache-Control", "no-cache")
+        return response
     }
 
     func deleteSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
@@ -113,6 +130,7 @@ extension SheetService {
         let ifMatch = try await precondition(request.head, session: id, of: request.tenant)
         try await storeCall { () async throws(StoreError) in try await store.delete(id, of: request.tenant, ifMatch: ifMatch) }
         var headers = HTTPHeaders()
+        headers.add("Cache-Control", "no-store")
         headers.add("X-Request-Id", request.requestID)
         return HTTPResponse(status: 204, headers: headers)
     }

@@ -129,9 +129,9 @@ public final class SheetService: HTTPResponder {
         /// Answered already (refused, or an error known without the store).
         case answer(HTTPResponse)
         /// A well-formed action without an Idempotency-Key.
-        case apply(SessionID, Tenant, SheetAction, ifMatch: UInt64?)
+        case apply(SessionID, Tenant, SheetAction, ifMatch: AcceptedVersions?)
         /// A well-formed action with an Idempotency-Key.
-        case applyOnce(SessionID, Tenant, SheetAction, ifMatch: UInt64?, key: String)
+        case applyOnce(SessionID, Tenant, SheetAction, ifMatch: AcceptedVersions?, key: String)
         /// An action with a bad body or header, on a session that may not exist.
         case refuse(SessionID, Tenant, APIError)
         /// Every route but actions, and the tenant asking.
@@ -229,7 +229,7 @@ public final class SheetService: HTTPResponder {
     /// What an action request asks for, read from its body and headers.
     private struct ActionRequest {
         var action: SheetAction
-        var ifMatch: UInt64?
+        var ifMatch: AcceptedVersions?
         var idempotencyKey: String?
     }
 
@@ -264,7 +264,7 @@ public final class SheetService: HTTPResponder {
     /// An action sent with an `Idempotency-Key`: applied at most once, its answer replayed.
     @inline(never)
     private func performOnce(
-        _ action: SheetAction, on id: SessionID, of tenant: Tenant, ifMatch: UInt64?, key: String, request: HTTPRequest
+        _ action: SheetAction, on id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?, key: String, request: HTTPRequest
     ) async -> HTTPResponse {
         let requestID = requestIDs.id(for: request.head)
         let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.body)
