@@ -273,27 +273,6 @@ static inline enum MHD_Result sheetd_set_connection_timeout(struct MHD_Connectio
     return MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }
 
-/* Sends an answer on a non-blocking socket without waiting, then shuts down the sending side
-   (the peer reads the answer, then the end). Returns the bytes sent, or -1. */
-static inline long sheetd_send_then_shut(int fd, const void *bytes, size_t count) {
-    ssize_t sent = send(fd, bytes, count, MSG_NOSIGNAL | MSG_DONTWAIT);
-    shutdown(fd, SHUT_WR);
-    return (long)sent;
-}
-
-/* The current time as an HTTP date (IMF-fixdate) in buf; returns its length or 0. */
-static inline size_t sheetd_http_date(char *buf, size_t len) {
-    time_t now = time(NULL);
-    struct tm tm;
-    if (gmtime_r(&now, &tm) == NULL) return 0;
-    static const char *days[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
-    static const char *months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-    int n = snprintf(buf, len, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
-                     months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    return (n > 0 && (size_t)n < len) ? (size_t)n : 0;
-}
-
 /* ---- socket watcher (epoll; epoll_event is packed on x86-64, so Swift does not touch it) ---- */
 
 enum { SHEETD_WATCH_PEER_CLOSED = 1, SHEETD_WATCH_READABLE = 2 };

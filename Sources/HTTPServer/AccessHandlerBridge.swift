@@ -63,7 +63,6 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
             socketContext.pointee = nil
             // Balances the passRetained at STARTED.
             let state = Unmanaged<ConnectionState>.fromOpaque(raw).takeRetainedValue()
-            ThreadRequests.current.ended(state)
             core.connections.closed(state)
             // libmicrohttpd closes the socket right after this call: if the client may still be
             // sending, let it finish rather than reset the connection under the answer.
@@ -79,7 +78,6 @@ let errorLogCallback: sheetd_log_fn = { ctx, message in
     guard let ctx, let message else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue()
     let line = String(cString: message)
-    core.answerLibraryRefusal(logLine: line)
     core.errorLog(line)
 }
 
@@ -118,7 +116,6 @@ extension ServerCore {
         let headerCount = head.headers.count
         let context = RequestContext(connection: connection, startedNanoseconds: started, limits: limits, head: head)
         context.connectionState = connectionState
-        connectionState?.currentRequest = Unmanaged.passUnretained(context)
         // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
         // every request whose access handler ran.
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
@@ -136,7 +133,6 @@ extension ServerCore {
             refusal: refusal,
             shuttingDown: isStopping.load(ordering: .relaxed)
         )
-        if action != .proceed, let connectionState { ThreadRequests.current.ended(connectionState) }
         switch action {
         case .reject(let rejection):
             context.connectionState?.markBusy()
@@ -149,7 +145,6 @@ extension ServerCore {
             return queue(response, for: context)
         case .proceed:
             if let early = responder.preflight(head) {
-                if let connectionState { ThreadRequests.current.ended(connectionState) }
                 context.machine.answeredEarly()
                 context.connectionState?.markBusy()
                 context.connectionState?.lingerOnClose()
@@ -187,10 +182,7 @@ extension ServerCore {
             }
         }
         let complete = context.machine.requestComplete()
-        if let connectionState = context.connectionState {
-            connectionState.markBusy()
-            ThreadRequests.current.ended(connectionState)
-        }
+        context.connectionState?.markBusy()
         switch complete {
         case .respond:
             return suspendAndRespond(context)
@@ -270,8 +262,6 @@ extension ServerCore {
         let now = sheetd_monotonic_ns()
         if let connectionState = context.connectionState {
             connectionState.markReceiving(now: clockNanoseconds())
-            connectionState.currentRequest = nil
-            ThreadRequests.current.ended(connectionState)
         }
         var bytesOut = context.bytesOut
         if let stream = context.stream {

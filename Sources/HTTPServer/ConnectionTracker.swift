@@ -30,11 +30,6 @@ final class ConnectionState: Sendable {
     // nonisolated(unsafe): both callbacks run on the connection's libmicrohttpd thread, one
     // after the other for each request; no other thread touches it.
     nonisolated(unsafe) var rawTarget: String?
-    /// The request between its first access-handler call and NOTIFY_COMPLETED, which retains
-    /// it for that time (`LibraryRefusals` records the answer it gave on its behalf there).
-    // nonisolated(unsafe): set and cleared by those two callbacks and read by the log callback,
-    // all on the connection's libmicrohttpd thread.
-    nonisolated(unsafe) var currentRequest: Unmanaged<RequestContext>?
 
     init(fd: Int32, clientAddress: String, now: Int64) {
         self.fd = fd

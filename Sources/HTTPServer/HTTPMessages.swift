@@ -97,7 +97,7 @@ public enum HTTPRejection: Sendable, Hashable {
     /// (RFC 9110 §5.5), or an HTTP/1.1 request without exactly one `Host` (RFC 9112 §3.2).
     case invalidHeader(name: String, problem: HeaderProblem)
     /// A chunked body whose framing is broken (a chunk size that is not hex, data longer than
-    /// its size): 400, refused by libmicrohttpd and answered by the server (`LibraryRefusals`).
+    /// its size): 400.
     case malformedChunkedBody
     /// The request line and headers outgrow the connection's memory
     /// (`HTTPServerConfiguration.connectionMemoryLimit`): 431, as above.

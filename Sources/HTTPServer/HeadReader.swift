@@ -15,7 +15,6 @@ let rawTargetCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<C
     let state = Unmanaged<ConnectionState>.fromOpaque(raw).takeUnretainedValue()
     let target = String(cString: uri)
     state.rawTarget = target
-    ThreadRequests.current.began(state, connection: connection, rawTarget: target)
     return nil
 }
 

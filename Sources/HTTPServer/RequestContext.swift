@@ -84,13 +84,6 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
         self.head = head
     }
 
-    /// libmicrohttpd refused the rest of this request and the server answered in its place
-    /// (`LibraryRefusals`): record that answer for the exchange record.
-    func noteLibraryRefusal(status: Int, headers: HTTPHeaders) {
-        self.status = status
-        responseHeaders = headers
-    }
-
     /// Stores the answer and resumes the suspended connection, if nobody did so before.
     /// Exactly one call per suspension wins; the losers' answers are dropped (a losing stream is
     /// closed so that its writer learns it).

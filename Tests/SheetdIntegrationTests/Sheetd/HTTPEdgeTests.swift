@@ -69,17 +69,17 @@ struct HTTPEdgeTests {
         }
     }
 
-    @Test("a Content-Length that is not digits: one JSON answer, then the close", arguments: ["-1", "+15", "0xf", "15x", "1 5"])
+    // libmicrohttpd 0.9.75 refuses these before sheetd sees the request, with its own HTML
+    // answer (a documented exception); what sheetd guarantees is that nothing runs.
+    @Test("a Content-Length that is not digits is refused with 400 and changes nothing", arguments: ["-1", "+15", "0xf", "15x", "1 5"])
     func badContentLength(value: String) async throws {
         try await offPool {
             let session = try Self.session()
-            let answer = try Self.one(
-                "POST /sessions/\(session.id)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: \(value)\r\n\r\n{\"reason\":\"done\"}",
-                closes: true)
-            #expect(answer.status == 400)
-            #expect(answer.errorCode == "invalid_header")
-            #expect((answer.json["error"] as? [String: Any])?["field"] as? String == "Content-Length")
-            #expect(answer.header("X-Request-Id") != nil)
+            let connection = try #require(WireConnection(port: try Self.port(), receiveTimeout: 10))
+            #expect(connection.send(Array("POST /sessions/\(session.id)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: \(value)\r\n\r\n{\"reason\":\"done\"}".utf8)))
+            let (bytes, closed) = connection.readToEnd()
+            #expect(String(decoding: bytes, as: UTF8.self).hasPrefix("HTTP/1.1 400 "))
+            #expect(closed)
             try Self.unchanged(session)
         }
     }
