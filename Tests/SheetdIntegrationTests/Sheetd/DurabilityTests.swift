@@ -139,7 +139,7 @@ struct DurabilityTests {
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.runTiedToTestProcess()
         let deadline = Date().addingTimeInterval(15)
         while process.isRunning, Date() < deadline { usleep(10_000) }
         if process.isRunning {

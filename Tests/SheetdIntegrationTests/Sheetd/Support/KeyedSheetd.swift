@@ -93,7 +93,7 @@ func runToEnd(_ executable: URL, _ arguments: [String], environment: [String: St
     let errors = Pipe()
     process.standardOutput = output
     process.standardError = errors
-    try process.run()
+    try process.runTiedToTestProcess()
     let deadline = Date().addingTimeInterval(30)
     while process.isRunning, Date() < deadline { usleep(10_000) }
     if process.isRunning {

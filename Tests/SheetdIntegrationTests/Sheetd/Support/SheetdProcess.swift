@@ -38,7 +38,7 @@ final class SheetdProcess: @unchecked Sendable {
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.runTiedToTestProcess()
         SheetdProcess.register(process.processIdentifier)
         let handle = errors.fileHandleForReading
         // Read stderr until the "listening on" line gives the port, then keep collecting in the background.
