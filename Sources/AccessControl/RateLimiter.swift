@@ -33,16 +33,23 @@ public final class RateLimiter: Sendable {
     private let ratePerSecond: Double
     private let now: @Sendable () -> Int64
     private let stripes: [LockedValue<[BucketName: Bucket]>]
-    /// A stripe holding more buckets than this forgets the full ones (a full bucket is the same
-    /// as none), so client addresses cannot grow the table without bound.
-    private let bucketsPerStripe = 4096
+    /// A stripe at this many buckets forgets the full ones (a full bucket is the same as none),
+    /// and if none is full, one other bucket, so client addresses cannot grow the table
+    /// without bound (a forgotten bucket starts full again: bounded memory wins over a burst).
+    private let bucketsPerStripe: Int
 
-    /// `now`: a monotonic clock in nanoseconds (tests pass their own).
-    public init(requestsPerSecond: Int, now: @escaping @Sendable () -> Int64 = RateLimiter.monotonicNanoseconds) {
+    /// `now`: a monotonic clock in nanoseconds (tests pass their own). `maximumBuckets`: how
+    /// many callers are remembered at most.
+    public init(requestsPerSecond: Int, maximumBuckets: Int = 65_536,
+                now: @escaping @Sendable () -> Int64 = RateLimiter.monotonicNanoseconds) {
         ratePerSecond = Double(max(1, requestsPerSecond))
         self.now = now
         stripes = (0..<16).map { _ in LockedValue([:]) }
+        bucketsPerStripe = max(1, maximumBuckets / 16)
     }
+
+    /// Buckets remembered now (for tests).
+    var bucketCount: Int { stripes.reduce(0) { $0 + $1.withLock { $0.count } } }
 
     public func take(_ name: BucketName) -> Decision {
         let stripe = stripes[Int(UInt(bitPattern: name.hashValue) % UInt(stripes.count))]
@@ -66,6 +73,7 @@ public final class RateLimiter: Sendable {
                 buckets = buckets.filter { _, other in
                     other.tokens + Double(max(0, nowNanoseconds - other.updatedNanoseconds)) / 1e9 * rate < capacity
                 }
+                if buckets.count >= limit { buckets.remove(at: buckets.startIndex) }
             }
             buckets[name] = bucket
             return decision

@@ -96,7 +96,7 @@ import Testing
 
     @Test func aBurstOfNThenOnePerIntervalAndOtherBucketsUntouched() {
         let clock = FakeClock()
-        let limiter = RateLimiter(requestsPerSecond: 5) { clock.nanoseconds }
+        let limiter = RateLimiter(requestsPerSecond: 5, now: { clock.nanoseconds })
         for _ in 0..<5 { #expect(limiter.take(.key(1)) == .allowed) }
         #expect(limiter.take(.key(1)) == .limited(retryAfter: 1))
         for _ in 0..<5 { #expect(limiter.take(.key(2)) == .allowed) }
@@ -110,9 +110,16 @@ import Testing
 
     @Test func retryAfterCountsWholeSecondsUntilAToken() {
         let clock = FakeClock()
-        let limiter = RateLimiter(requestsPerSecond: 1) { clock.nanoseconds }
+        let limiter = RateLimiter(requestsPerSecond: 1, now: { clock.nanoseconds })
         #expect(limiter.take(.address("10.0.0.1")) == .allowed)
         #expect(limiter.take(.address("10.0.0.1")) == .limited(retryAfter: 1))
         #expect(limiter.take(.address("10.0.0.2")) == .allowed)
+    }
+
+    @Test func manyAddressesCannotGrowTheTableWithoutBound() {
+        let clock = FakeClock()
+        let limiter = RateLimiter(requestsPerSecond: 1, maximumBuckets: 64, now: { clock.nanoseconds })
+        for index in 0..<10_000 { _ = limiter.take(.address("10.0.\(index / 256).\(index % 256)")) }
+        #expect(limiter.bucketCount <= 64)
     }
 }
