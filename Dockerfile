@@ -22,7 +22,7 @@ FROM swift:6.3.1-bookworm AS build
 # They only provide headers and link stubs; the runtime stage pins what ships.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libmicrohttpd-dev libjansson-dev libsqlite3-dev \
+    && apt-get install -y --no-install-recommends libmicrohttpd-dev libjansson-dev libsqlite3-dev libpq-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -34,7 +34,7 @@ RUN swift build -c release --static-swift-stdlib --product sheetd \
 FROM debian:bookworm-slim AS runtime
 # Exactly the shared libraries `ldd sheetd` needs (besides glibc and libgcc_s, which
 # libc6 brings): libmicrohttpd (HTTP, pulls in GnuTLS: HTTPS and `--check https://`), libjansson (JSON), libsqlite3
-# (the durable store), libstdc++ (the statically linked Swift runtime still calls it).
+# (the durable store), libpq (PostgreSQL's client, for --database), libstdc++ (the statically linked Swift runtime still calls it).
 # Versions are bookworm's; when a Debian point release supersedes one, the build fails
 # here and .ci/check-container names the new candidate to pin.
 RUN apt-get update \
@@ -42,6 +42,7 @@ RUN apt-get update \
         libmicrohttpd12=0.9.75-6 \
         libjansson4=2.14-2 \
         libsqlite3-0=3.40.1-2+deb12u2 \
+        libpq5=15.20-0+deb12u1 \
         libstdc++6=12.2.0-14+deb12u1 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 sheetd \

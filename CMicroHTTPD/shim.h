@@ -23,6 +23,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -271,6 +272,44 @@ static inline int sheetd_socket_unsent(int fd) {
 static inline enum MHD_Result sheetd_set_connection_timeout(struct MHD_Connection *connection,
                                                             unsigned int seconds) {
     return MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/* True when the connection's request head is complete and parsed (libmicrohttpd answers
+   MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE only from then on, until the connection closes). */
+static inline int sheetd_head_parsed(struct MHD_Connection *connection) {
+    return MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE) != NULL;
+}
+
+/* True when an answer is queued on the connection (MHD_CONNECTION_INFO_HTTP_STATUS is answered
+   only while a response is set). */
+static inline int sheetd_answer_queued(struct MHD_Connection *connection) {
+    return MHD_get_connection_info(connection, MHD_CONNECTION_INFO_HTTP_STATUS) != NULL;
+}
+
+/* Sends an answer on a non-blocking socket without waiting, then shuts down the sending side
+   (the peer reads the answer, then the end). Returns the bytes sent, or -1. */
+static inline long sheetd_send_then_shut(int fd, const void *bytes, size_t count) {
+    ssize_t sent = send(fd, bytes, count, MSG_NOSIGNAL | MSG_DONTWAIT);
+    shutdown(fd, SHUT_WR);
+    return (long)sent;
+}
+
+/* The current time as an HTTP date (IMF-fixdate) in buf; returns its length or 0. */
+static inline size_t sheetd_http_date(char *buf, size_t len) {
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm) == NULL) return 0;
+    static const char *days[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+    static const char *months[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    int n = snprintf(buf, len, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
+                     months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    return (n > 0 && (size_t)n < len) ? (size_t)n : 0;
+}
+
+/* The calling thread, as a number (to tell libmicrohttpd's threads apart). */
+static inline uint64_t sheetd_thread_id(void) {
+    return (uint64_t)pthread_self();
 }
 
 /* ---- socket watcher (epoll; epoll_event is packed on x86-64, so Swift does not touch it) ---- */

@@ -15,14 +15,27 @@ public struct Caller: Sendable, Equatable {
     }
 }
 
-/// Why a request's key was not accepted.
-public enum KeyRefusal: String, Error, Sendable, CaseIterable {
-    /// No `Authorization` header.
-    case missingKey = "missing_key"
-    /// An `Authorization` header that is not `Bearer <token>`.
-    case invalidHeader = "invalid_header"
-    /// A well-formed key that no line of the keys file lists.
-    case unknownKey = "unknown_key"
+/// Why a request's key was not accepted. A struct around the package's enum, so a client
+/// compares refusals and a new one never breaks its `switch`.
+public struct KeyRefusal: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum Base: String, Sendable {
+        /// No `Authorization` header.
+        case missingKey = "missing_key"
+        /// An `Authorization` header that is not `Bearer <token>`.
+        case invalidHeader = "invalid_header"
+        /// A well-formed key that no line of the keys file lists.
+        case unknownKey = "unknown_key"
+    }
+
+    package let base: Base
+    package init(_ base: Base) { self.base = base }
+    /// The refusal as metrics and logs name it, e.g. `missing_key`.
+    public var rawValue: String { base.rawValue }
+    public var description: String { base.rawValue }
+
+    public static let missingKey = KeyRefusal(.missingKey)
+    public static let invalidHeader = KeyRefusal(.invalidHeader)
+    public static let unknownKey = KeyRefusal(.unknownKey)
 }
 
 /// The keys sheetd accepts, replaceable as a whole while requests are served (SIGHUP).

@@ -52,7 +52,9 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
         let state = ConnectionState(
             fd: sheetd_connection_fd(connection),
             clientAddress: clientAddress(of: connection),
-            now: core.clockNanoseconds())
+            now: core.clockNanoseconds(),
+            connection: connection,
+            thread: sheetd_thread_id())
         // Released below at MHD_CONNECTION_NOTIFY_CLOSED, which libmicrohttpd calls for every
         // connection it reported STARTED (before it closes the socket).
         socketContext.pointee = Unmanaged.passRetained(state).toOpaque()
@@ -67,7 +69,7 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
             // libmicrohttpd closes the socket right after this call: if the client may still be
             // sending, let it finish rather than reset the connection under the answer.
             if state.lingers.load(ordering: .relaxed) || sheetd_socket_unread(state.fd) > 0 {
-                core.watcher.linger(fd: state.fd)
+                core.watcher.linger(fd: state.fd, now: core.clockNanoseconds())
             }
         }
     }
@@ -78,6 +80,7 @@ let errorLogCallback: sheetd_log_fn = { ctx, message in
     guard let ctx, let message else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue()
     let line = String(cString: message)
+    core.answerContentLengthRefusal(logLine: line)
     core.errorLog(line)
 }
 
@@ -111,6 +114,7 @@ extension ServerCore {
         let connectionState = sheetd_socket_context(connection).map {
             Unmanaged<ConnectionState>.fromOpaque($0).takeUnretainedValue()
         }
+        connectionState?.headPending = false
         let (head, refusal) = readHead(connection: connection, url: url, method: method, version: version,
                                        connectionState: connectionState)
         let headerCount = head.headers.count

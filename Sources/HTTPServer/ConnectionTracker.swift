@@ -30,11 +30,24 @@ final class ConnectionState: Sendable {
     // nonisolated(unsafe): both callbacks run on the connection's libmicrohttpd thread, one
     // after the other for each request; no other thread touches it.
     nonisolated(unsafe) var rawTarget: String?
+    /// Between the URI-log callback and the first access-handler call of a request: its head is
+    /// being read, and only libmicrohttpd has seen it (`ContentLengthRefusal`).
+    // nonisolated(unsafe): set and cleared by those callbacks and read by the log callback, all
+    // on the connection's libmicrohttpd thread (readers on other threads skip it by `thread`).
+    nonisolated(unsafe) var headPending = false
+    /// libmicrohttpd's connection, valid until NOTIFY_CONNECTION CLOSED (`closed`).
+    // nonisolated(unsafe): only passed to libmicrohttpd on the connection's own thread
+    // (`thread`), and only while `closed` is false; both are checked by the reader.
+    nonisolated(unsafe) let connection: OpaquePointer?
+    /// The libmicrohttpd thread that accepted the connection; it runs all of its callbacks.
+    let thread: UInt64
 
-    init(fd: Int32, clientAddress: String, now: Int64) {
+    init(fd: Int32, clientAddress: String, now: Int64, connection: OpaquePointer? = nil, thread: UInt64 = 0) {
         self.fd = fd
         self.clientAddress = clientAddress
         self.receivingSince = Atomic(now)
+        self.connection = connection
+        self.thread = thread
     }
 
     @inline(__always) func markBusy() {
@@ -98,6 +111,16 @@ final class ConnectionTracker: Sendable {
                 }
             }
             return cut
+        }
+    }
+
+    /// The open connections of the calling libmicrohttpd thread whose request head only
+    /// libmicrohttpd has seen so far (`ConnectionState.headPending`).
+    func pendingHeads(onThread thread: UInt64) -> [ConnectionState] {
+        state.withLock { s in
+            s.connections.elements.filter { connection in
+                connection.thread == thread && connection.closed.withLock { !$0 } && connection.headPending
+            }
         }
     }
 

@@ -15,7 +15,7 @@ import Glibc
 final class DeadlineSweeper: Sendable {
     private let stopped = Atomic<Bool>(false)
 
-    /// Sweeps every `interval` until `stop()`; run it on a plain thread (`runOnPlainThread`).
+    /// Sweeps every `interval` until `stop()`; run it on a plain thread (`PlainThread.start`).
     func run(_ sweep: () -> Void, every interval: Duration) {
         let (seconds, attoseconds) = interval.components
         let microseconds = max(1_000, Int64(seconds) * 1_000_000 + attoseconds / 1_000_000_000_000)

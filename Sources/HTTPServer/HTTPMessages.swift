@@ -96,9 +96,6 @@ public enum HTTPRejection: Sendable, Hashable {
     /// field, and its body as the next request), a control character such as NUL in a value
     /// (RFC 9110 §5.5), or an HTTP/1.1 request without exactly one `Host` (RFC 9112 §3.2).
     case invalidHeader(name: String, problem: HeaderProblem)
-    /// A chunked body whose framing is broken (a chunk size that is not hex, data longer than
-    /// its size): 400.
-    case malformedChunkedBody
     /// The request line and headers outgrow the connection's memory
     /// (`HTTPServerConfiguration.connectionMemoryLimit`): 431, as above.
     case headTooLarge
@@ -107,7 +104,7 @@ public enum HTTPRejection: Sendable, Hashable {
     /// request: its framing is unknown or its head was malformed.
     public var closesConnection: Bool {
         switch self {
-        case .ambiguousLength, .invalidHeader, .malformedChunkedBody, .headTooLarge: true
+        case .ambiguousLength, .invalidHeader, .headTooLarge: true
         case .payloadTooLarge, .tooManyHeaders, .serviceUnavailable: false
         }
     }

@@ -65,9 +65,6 @@ extension HTTPResponse {
         case .invalidHeader(let name, let problem):
             status = 400
             text = "invalid header field \(name): \(problem)\n"
-        case .malformedChunkedBody:
-            status = 400
-            text = "malformed chunked body\n"
         case .headTooLarge:
             status = 431
             text = "request head too large\n"

@@ -29,9 +29,9 @@ public final class HTTPServer: Sendable {
         /// The PEM texts given to libmicrohttpd (strdup in `start()`, freed after MHD_stop_daemon).
         let tlsTexts: [UnsafeMutablePointer<CChar>]
         /// The deadline sweeper's thread (`DeadlineSweeper.run`), ended at shutdown.
-        let sweeper: Task<Void, Never>
+        let sweeper: PlainThread
         /// The socket watcher's thread (`SocketWatcher.run`), ended after MHD_stop_daemon.
-        let watcherThread: Task<Void, Never>
+        let watcherThread: PlainThread
     }
 
     private enum Lifecycle: Sendable {
@@ -83,6 +83,9 @@ public final class HTTPServer: Sendable {
 
     /// Deadline sweeps done since start (tests: a sweep that began after a clock change).
     var completedSweeps: UInt64 { core.completedSweeps.load(ordering: .acquiring) }
+
+    /// Sockets lingering after an early answer now (tests: lingering's time bound).
+    var lingeringConnections: Int { core.watcher.lingeringCount }
 
     /// The bound port (0 before `start()`).
     public var boundPort: Int { port.load(ordering: .acquiring) }
@@ -208,16 +211,18 @@ public final class HTTPServer: Sendable {
         }
 
         let core = self.core
-        let tick = Self.sweepInterval(deadline: config.suspendedRequestDeadline, connectionTimeout: config.connectionTimeout)
-        let sweeper = Task.detached { await runOnPlainThread { core.sweeper.run({ core.sweepDeadlines() }, every: tick) } }
-        let watcherThread = Task.detached { await runOnPlainThread { core.watcher.run() } }
+        let tick = Self.sweepInterval(deadline: config.suspendedRequestDeadline, connectionTimeout: config.connectionTimeout,
+                                      lingerTime: config.lingerTime)
+        // Started here, before start() returns: a task would wait for the cooperative pool.
+        let sweeper = PlainThread.start { core.sweeper.run({ core.sweepDeadlines() }, every: tick) }
+        let watcherThread = PlainThread.start { core.watcher.run() }
         return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
                        sweeper: sweeper, watcherThread: watcherThread)
     }
 
-    /// How often deadlines are checked: fine enough for the shorter of the two limits.
-    static func sweepInterval(deadline: Duration, connectionTimeout: Duration) -> Duration {
-        let interval = min(deadline / 20, connectionTimeout / 10)
+    /// How often deadlines are checked: fine enough for the shortest of the limits.
+    static func sweepInterval(deadline: Duration, connectionTimeout: Duration, lingerTime: Duration) -> Duration {
+        let interval = min(deadline / 20, connectionTimeout / 10, lingerTime / 10)
         if interval < .milliseconds(10) { return .milliseconds(10) }
         if interval > .seconds(1) { return .seconds(1) }
         return interval
@@ -269,8 +274,8 @@ public final class HTTPServer: Sendable {
         let daemon = DaemonHandle(pointer: running.daemon)
         await runOnPlainThread { MHD_stop_daemon(daemon.pointer) }
         core.watcher.stop()
-        await running.watcherThread.value
-        await running.sweeper.value
+        await running.watcherThread.wait()
+        await running.sweeper.wait()
 
         // 8. Close the listening socket quiesce returned (libmicrohttpd no longer owns it).
         if quiescedFD >= 0 { close(quiescedFD) }

@@ -46,6 +46,7 @@ public struct HTTPServerConfiguration: Sendable {
     /// Lingering close: after answering a request before reading all of it, the server keeps
     /// reading and dropping what the client still sends, for at most this long and this many
     /// bytes, before it closes the socket (so the client can read the answer; see `SocketWatcher`).
+    /// The time runs on `clock`.
     public var lingerTime: Duration = .seconds(5)
     public var lingerBytes: Int = 16 << 20
     /// At most this many sockets linger at once; past it, sockets close at once.

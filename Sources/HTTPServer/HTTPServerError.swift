@@ -1,7 +1,19 @@
 /// Why `HTTPServer.start()` failed.
 public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
-    public enum Code: String, Sendable {
-        case invalidAddress, bindFailed, startFailed
+    /// A struct around the package's enum, so a client compares codes and a new one never
+    /// breaks its `switch`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        package enum Base: String, Sendable {
+            case invalidAddress, bindFailed, startFailed
+        }
+
+        package let base: Base
+        package init(_ base: Base) { self.base = base }
+        public var description: String { base.rawValue }
+
+        public static let invalidAddress = Code(.invalidAddress)
+        public static let bindFailed = Code(.bindFailed)
+        public static let startFailed = Code(.startFailed)
     }
 
     public var code: Code
@@ -12,5 +24,5 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String { "\(code.rawValue): \(message)" }
+    public var description: String { "\(code): \(message)" }
 }

@@ -15,6 +15,7 @@ let rawTargetCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<C
     let state = Unmanaged<ConnectionState>.fromOpaque(raw).takeUnretainedValue()
     let target = String(cString: uri)
     state.rawTarget = target
+    state.headPending = true
     return nil
 }
 

@@ -80,13 +80,16 @@ final class ServerCore: Sendable {
         if isStopping.load(ordering: .acquiring) { counterWaits.changed() }
     }
 
-    /// Answers every suspended request whose responder overran its deadline, and cuts
-    /// connections that did not deliver a complete request within the connection timeout.
+    /// Answers every suspended request whose responder overran its deadline, cuts connections
+    /// that did not deliver a complete request within the connection timeout, and closes
+    /// sockets that lingered for `lingerTime`.
     func sweepDeadlines() {
         for request in registry.sweep(now: clock.now) {
             request.resolve(responder.deadlineExceeded(request.head), core: self)
         }
-        connections.cutOverdue(now: clockNanoseconds())
+        let now = clockNanoseconds()
+        connections.cutOverdue(now: now)
+        watcher.closeOverdue(now: now)
         completedSweeps.add(1, ordering: .releasing)
     }
 

@@ -99,8 +99,10 @@ final class SocketWatcher: Sendable {
     // MARK: - Lingering close
 
     /// libmicrohttpd is about to close `fd` (NOTIFY_CONNECTION CLOSED, after it shut down the
-    /// sending side): keep the socket open on a descriptor of its own and drain it.
-    func linger(fd: Int32) {
+    /// sending side): keep the socket open on a descriptor of its own and drain it. `now` is the
+    /// server's clock in nanoseconds (`ServerCore.clockNanoseconds`): the time bound runs on it,
+    /// and `closeOverdue` ends it.
+    func linger(fd: Int32, now: Int64) {
         guard fd >= 0, epollFD >= 0 else { return }
         state.withLock { s in
             guard !s.stopping, s.lingering.count < limits.maxLingering else { return }
@@ -112,10 +114,23 @@ final class SocketWatcher: Sendable {
                 close(copy)
                 return
             }
-            s.lingering[token] = Lingering(fd: copy, deadline: sheetd_monotonic_ns() + limits.lingerNanoseconds,
-                                           bytesLeft: limits.lingerBytes)
+            s.lingering[token] = Lingering(fd: copy, deadline: now + limits.lingerNanoseconds, bytesLeft: limits.lingerBytes)
         }
         wake()
+    }
+
+    /// Closes the lingering sockets whose time is up at `now` (the server's clock, as in
+    /// `linger`); the deadline sweep calls it. Returns how many it closed.
+    @discardableResult
+    func closeOverdue(now: Int64) -> Int {
+        state.withLock { s -> Int in
+            let overdue = s.lingering.filter { $0.value.deadline <= now }
+            for (token, lingering) in overdue {
+                s.lingering[token] = nil
+                close(lingering.fd)
+            }
+            return overdue.count
+        }
     }
 
     /// Sockets lingering now (for tests and metrics).
@@ -129,14 +144,9 @@ final class SocketWatcher: Sendable {
         var tokens = [UInt64](repeating: 0, count: 64)
         var flags = [Int32](repeating: 0, count: 64)
         while true {
-            let timeout = state.withLock { s -> Int32 in
-                if s.stopping { return -2 }
-                guard let nearest = s.lingering.values.map(\.deadline).min() else { return -1 }
-                let milliseconds = (nearest - sheetd_monotonic_ns()) / 1_000_000 + 1
-                return Int32(clamping: max(0, milliseconds))
-            }
-            if timeout == -2 { break }
-            let count = sheetd_watch_wait(epollFD, &tokens, &flags, 64, timeout)
+            // Woken by its sockets and by `stop()`; lingering's time bound is the sweep's.
+            if state.withLock({ $0.stopping }) { break }
+            let count = sheetd_watch_wait(epollFD, &tokens, &flags, 64, -1)
             var leaving: [HTTPStream] = []
             state.withLock { s in
                 for index in 0..<max(0, Int(count)) {
@@ -157,11 +167,6 @@ final class SocketWatcher: Sendable {
                             s.lingering[token] = lingering
                         }
                     }
-                }
-                let now = sheetd_monotonic_ns()
-                for (token, lingering) in s.lingering where lingering.deadline <= now {
-                    s.lingering[token] = nil
-                    close(lingering.fd)
                 }
             }
             for stream in leaving { stream.peerClosed() }

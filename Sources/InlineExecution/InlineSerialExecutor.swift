@@ -76,6 +76,11 @@ package final class InlineSerialExecutor: SerialExecutor, @unchecked Sendable {
         return try body()
     }
 
+    /// Jobs waiting for a drain now, for tests that line jobs up behind a held executor.
+    package var queuedJobCount: Int {
+        state.withLock { $0.queue.count - $0.head }
+    }
+
     /// SE-0471: the runtime asks this for `assumeIsolated` and isolation checks.
     package func isIsolatingCurrentContext() -> Bool? {
         let thread = InlineExecution.currentThread

@@ -18,6 +18,10 @@ import Darwin
 /// unlock by a thread that does not hold it) stops the process instead of corrupting `value`.
 /// Debug builds use an error-checking mutex, which reports exactly those misuses; release
 /// builds the default kind, whose fast path is a single atomic.
+///
+/// `Value` must have storage: a zero-sized one (`LockedValue(())`) may share its address with
+/// `mutex`, and TSan then reports `withLock`'s read of `mutex` before locking as racing with the
+/// other thread's inout access to `value` (seen on the checkpointer's lock).
 // @unchecked Sendable: `value` is only ever touched inside `withLock`, with `mutex` held.
 package final class LockedValue<Value: Sendable>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>

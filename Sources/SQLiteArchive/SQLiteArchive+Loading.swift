@@ -21,7 +21,7 @@ import Synchronization
 /// to the system once the load's temporary storage is gone.
 extension SQLiteArchive {
     func readContents() throws -> ArchiveContents {
-        guard let database else { throw ArchiveError("\(path) is closed") }
+        guard let database else { throw ArchiveError(.closed, "\(path) is closed") }
         var contents = ArchiveContents()
         contents.highestOrdinal = UInt64(bitPattern: try database.integer("SELECT coalesce(max(value), 0) FROM meta WHERE name = 'highest_ordinal'"))
 
@@ -71,6 +71,24 @@ extension SQLiteArchive {
         var detent = ""
         var presentation: Int64 = 0
         var dismissReason: String?
+        /// The newest row's other state as JSON members (`,"hasChanges":true`…), nil for a sheet
+        /// whose other state is what every sheet starts with (nearly all of them).
+        var more: String?
+    }
+
+    /// The state a log row keeps in its `more` column; absent members take the start values.
+    private struct MoreState: Decodable {
+        var hasChanges: Bool?
+        var containerHeight: Double?
+        var stack: [String]?
+        var parent: String?
+        var child: String?
+
+        func id(_ text: String?) throws -> SessionID? {
+            guard let text else { return nil }
+            guard let id = SessionID(text) else { throw ArchiveError("impossible chain id \"\(text)\"") }
+            return id
+        }
     }
 
     /// Log rows decoded per `JSONDecoder` call: its fixed cost per call was most of a small event's.
@@ -85,9 +103,9 @@ extension SQLiteArchive {
         let sessions = try database.prepare("SELECT id, ordinal, configuration, created_at, last_access, tenant FROM sessions")
         while try sessions.step() {
             let text = sessions.text(0) ?? ""
-            guard let id = SessionID(text) else { throw ArchiveError("\(path) holds a session with an impossible id \"\(text)\"") }
+            guard let id = SessionID(text) else { throw ArchiveError(.damaged, "\(path) holds a session with an impossible id \"\(text)\"") }
             let ordinal = UInt64(bitPattern: sessions.int64(1))
-            guard positions.updateValue(rows.count, forKey: ordinal) == nil else { throw ArchiveError("\(path) holds two sessions with ordinal \(ordinal)") }
+            guard positions.updateValue(rows.count, forKey: ordinal) == nil else { throw ArchiveError(.damaged, "\(path) holds two sessions with ordinal \(ordinal)") }
             let stored = sessions.text(2) ?? "null"
             let configuration: SheetConfiguration
             if let known = configurations[stored] {
@@ -120,7 +138,7 @@ extension SQLiteArchive {
                 for (body, owner) in zip(bodies, owners) {
                     do { _ = try decoder.decode(SheetEvent.self, from: Data(body.utf8)) } catch { throw unreadable(rows[owner].id, error) }
                 }
-                throw ArchiveError("\(path): events cannot be read back (\(error)); refusing to start rather than lose them")
+                throw ArchiveError(.damaged, "\(path): events cannot be read back (\(error)); refusing to start rather than lose them")
             }
             for (event, owner) in zip(events, owners) {
                 rows[owner].events.append(event)
@@ -129,7 +147,7 @@ extension SQLiteArchive {
             bodies.removeAll(keepingCapacity: true)
             owners.removeAll(keepingCapacity: true)
         }
-        let log = try database.prepare("SELECT session, seq, body, phase, detent, presentation, dismiss_reason FROM event_log ORDER BY id")
+        let log = try database.prepare("SELECT session, seq, body, phase, detent, presentation, dismiss_reason, more FROM event_log ORDER BY id")
         while try log.step() {
             guard let owner = positions[UInt64(bitPattern: log.int64(0))] else { continue }
             bodies.append(log.text(2) ?? "")
@@ -138,6 +156,7 @@ extension SQLiteArchive {
             rows[owner].detent = log.text(4) ?? ""
             rows[owner].presentation = log.int64(5)
             rows[owner].dismissReason = log.isNull(6) ? nil : log.text(6)
+            rows[owner].more = log.isNull(7) ? nil : log.text(7)
             if bodies.count == Self.eventBatch { try decodeBatch() }
         }
         try decodeBatch()
@@ -148,20 +167,28 @@ extension SQLiteArchive {
         // Taken from the end, so each session's temporary storage is freed as it is built.
         while var row = rows.popLast() {
             guard !row.events.isEmpty else {
-                throw ArchiveError("\(path): session \(row.id) has no events; refusing to start rather than guess its state")
+                throw ArchiveError(.damaged, "\(path): session \(row.id) has no events; refusing to start rather than guess its state")
             }
             if row.events.count > keep { row.events.removeFirst(row.events.count - keep) }
             let sheet: Sheet
             do {
-                guard let phase = Phase(rawValue: row.phase) else { throw ArchiveError("unknown phase \"\(row.phase)\"") }
+                guard let phase = Phase(rawValue: row.phase) else { throw ArchiveError(.damaged, "unknown phase \"\(row.phase)\"") }
                 var reason: DismissReason?
                 if let text = row.dismissReason {
-                    guard let known = DismissReason(rawValue: text) else { throw ArchiveError("unknown dismiss reason \"\(text)\"") }
+                    guard let known = DismissReason(rawValue: text) else { throw ArchiveError(.damaged, "unknown dismiss reason \"\(text)\"") }
                     reason = known
+                }
+                // Decoded only for the few rows that carry it: rows written before the column
+                // existed, and plain sheets' rows, have none and take the start values.
+                var more = MoreState()
+                if let text = row.more {
+                    more = try decoder.decode(MoreState.self, from: Data(("{" + text.dropFirst() + "}").utf8))
                 }
                 sheet = try Sheet(restoring: row.configuration, phase: phase, detent: try Detent(parsing: row.detent),
                                   presentation: Int(row.presentation), dismissReason: reason,
-                                  createdAt: Timestamp(millisecondsSince1970: row.createdAt), events: row.events)
+                                  createdAt: Timestamp(millisecondsSince1970: row.createdAt), events: row.events,
+                                  hasChanges: more.hasChanges ?? false, containerHeight: more.containerHeight,
+                                  stack: more.stack, parent: try more.id(more.parent), child: try more.id(more.child))
             } catch {
                 throw unreadable(row.id, error)
             }
@@ -185,6 +212,6 @@ extension SQLiteArchive {
     }
 
     private func unreadable(_ id: SessionID, _ error: any Error) -> ArchiveError {
-        ArchiveError("\(path): session \(id) cannot be read back (\(error)); refusing to start rather than lose it")
+        ArchiveError(.damaged, "\(path): session \(id) cannot be read back (\(error)); refusing to start rather than lose it")
     }
 }

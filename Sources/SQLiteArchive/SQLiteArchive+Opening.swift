@@ -45,19 +45,19 @@ extension SQLiteArchive {
             let version = try database.integer("PRAGMA user_version")
             let objects = try database.integer("SELECT count(*) FROM sqlite_schema")
             if application != Schema.applicationID, !(application == 0 && objects == 0) {
-                throw ArchiveError("\(path) is not a sheetd database (SQLite application_id \(application), expected \(Schema.applicationID)); \(refuse)")
+                throw ArchiveError(.incompatible, "\(path) is not a sheetd database (SQLite application_id \(application), expected \(Schema.applicationID)); \(refuse)")
             }
             if version > Schema.currentVersion {
-                throw ArchiveError("\(path) has schema version \(version), newer than this sheetd knows (\(Schema.currentVersion)): it was written by a newer sheetd; \(refuse)")
+                throw ArchiveError(.incompatible, "\(path) has schema version \(version), newer than this sheetd knows (\(Schema.currentVersion)): it was written by a newer sheetd; \(refuse)")
             }
             let problems = try database.texts("PRAGMA quick_check")
             if problems != ["ok"] {
-                throw ArchiveError("\(path) is damaged (quick_check: \(problems.prefix(3).joined(separator: "; "))); \(refuse)")
+                throw ArchiveError(.damaged, "\(path) is damaged (quick_check: \(problems.prefix(3).joined(separator: "; "))); \(refuse)")
             }
         } catch let error as ArchiveError {
             throw error
         } catch let error as SQLiteError where error.isNotADatabase {
-            throw ArchiveError("\(path) is not a SQLite database or is damaged (\(error)); \(refuse)")
+            throw ArchiveError(.damaged, "\(path) is not a SQLite database or is damaged (\(error)); \(refuse)")
         } catch {
             throw ArchiveError("cannot read \(path): \(error); \(refuse)")
         }

@@ -9,6 +9,7 @@ import Darwin
 #endif
 import SessionStore
 import SheetCore
+import SheetJSON
 import Synchronization
 
 /// Sessions kept in one SQLite file (`sheetd.sqlite3` in the data directory), WAL mode.
@@ -97,8 +98,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     /// The WAL's length in pages after the writer's last commit (writer thread only).
     var walPages = 0
     private let encoder = JSONEncoder()
-    /// Configurations as stored, by configuration: most sessions share a few, and encoding one
-    /// with `JSONEncoder` cost a create more than its whole insert.
+    /// Configurations as stored, by configuration: most sessions share a few, so each is written
+    /// once.
     private var configurationTexts: [SheetConfiguration: String] = [:]
     private static let configurationTextLimit = 4096
     var lastVacuum = ContinuousClock.now
@@ -199,7 +200,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             return (queue.commit, signal)
         }
         guard let accepted else {
-            return .failed(ArchiveError("\(path) is closed; changes submitted after close are not stored"))
+            return .failed(ArchiveError(.closed, "\(path) is closed; changes submitted after close are not stored"))
         }
         startWriterOnce()   // a writer that starts now finds the changes queued
         if accepted.signal { wake.signal() }
@@ -304,7 +305,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                     let text = id.description
                     s.insertSession.bind(1, text)
                     s.insertSession.bind(2, ordinal)
-                    s.insertSession.bind(3, try configurationText(sheet.configuration))
+                    s.insertSession.bind(3, configurationText(sheet.configuration))
                     s.insertSession.bind(4, sheet.createdAt.millisecondsSince1970)
                     s.insertSession.bind(5, lastAccess)
                     s.insertSession.bind(6, tenant.name)
@@ -363,9 +364,9 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     }
 
     /// The JSON a session row stores for `configuration`, encoded once per distinct configuration.
-    private func configurationText(_ configuration: SheetConfiguration) throws -> String {
+    private func configurationText(_ configuration: SheetConfiguration) -> String {
         if let text = configurationTexts[configuration] { return text }
-        let text = String(decoding: try encoder.encode(configuration), as: UTF8.self)
+        let text = Rendering.configurationText(configuration)
         if configurationTexts.count < Self.configurationTextLimit { configurationTexts[configuration] = text }
         return text
     }
@@ -375,11 +376,12 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         let statement = s.appendEvent
         statement.bind(1, ordinal)
         statement.bind(2, event.seq)
-        statement.bind(3, event.jsonText)   // what encoder.encode(event) gives, without its generic machinery
+        statement.bind(3, Rendering.eventText(event))   // the event as the API answers it
         statement.bind(4, state.phase.rawValue)
         statement.bind(5, state.detent.description)
         statement.bind(6, state.presentation)
         statement.bind(7, state.dismissReason?.rawValue)
+        statement.bind(8, state.extras.map(Rendering.extrasText))
         try statement.run()
         compactionOwed += 2
         changedDuringPass = true

@@ -92,6 +92,14 @@ enum Schema {
             -- A key is stored as "<tenant> <key>" (an Idempotency-Key has no space).
             UPDATE idempotency SET key = 'default ' || key;
             """),
+        Migration(version: 4, what: "a session's changes, container height, navigation stack and chain", sql: """
+            -- The state after each change gained members: whether the app has changes to lose,
+            -- the container height now, the navigation stack, the sheets below and above. They
+            -- are kept as JSON members ("hasChanges":…), and only when some differs from what
+            -- every sheet had before they existed, so rows of plain sheets stay as small as
+            -- before. Rows written before this version have none: the defaults.
+            ALTER TABLE event_log ADD COLUMN more TEXT;
+            """),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

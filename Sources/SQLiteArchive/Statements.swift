@@ -16,8 +16,8 @@ final class Statements {
         touchSession = try db.prepare("UPDATE sessions SET last_access = max(last_access, ?1) WHERE id = ?2")
         deleteSession = try db.prepare("DELETE FROM sessions WHERE id = ?1")
         appendEvent = try db.prepare("""
-            INSERT INTO event_log (session, seq, body, phase, detent, presentation, dismiss_reason)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+            INSERT INTO event_log (session, seq, body, phase, detent, presentation, dismiss_reason, more)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
             """)
         scanLog = try db.prepare("SELECT id, session, seq FROM event_log WHERE id > ?1 ORDER BY id LIMIT ?2")
         deleteLogRow = try db.prepare("DELETE FROM event_log WHERE id = ?1")

@@ -21,7 +21,7 @@ import Synchronization
 // @unchecked Sendable: `database` is used only by the checkpointer thread once it has started
 // (the initializer hands it over before `Thread.start`, and the thread closes it as it ends);
 // everything else threads share is the LockedValue `state`, the atomic, the semaphores and the
-// lock that takes checkpoints one at a time.
+// `running` lock that takes checkpoints one at a time.
 final class WALCheckpointer: @unchecked Sendable {
     private struct State {
         /// The WAL has reached the threshold and no checkpoint has started since.
@@ -37,8 +37,9 @@ final class WALCheckpointer: @unchecked Sendable {
     private let state = LockedValue(State())
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
-    /// Held while a checkpoint runs.
-    private let running = NSLock()
+    /// Held while a checkpoint runs; counts the checkpoints taken, the writer's included. (Not
+    /// a `LockedValue(())`: see `LockedValue` on zero-sized values.)
+    private let running = LockedValue(0)
     /// Checkpoints run so far (for tests and the curious).
     let checkpointsRun = Atomic<Int>(0)
 
@@ -88,12 +89,13 @@ final class WALCheckpointer: @unchecked Sendable {
     /// a second one waits for the first instead of failing busy. A failure (a backup holding a
     /// lock, say) is not fatal: the next commit asks again. True when it ran to the end.
     func checkpoint(_ database: SQLiteDatabase) -> Bool {
-        running.lock()
-        defer { running.unlock() }
-        var logPages: Int32 = 0
-        var copiedPages: Int32 = 0
-        let status = sqlite3_wal_checkpoint_v2(database.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logPages, &copiedPages)
-        return status == SQLITE_OK && logPages == copiedPages
+        running.withLock { taken in
+            taken += 1
+            var logPages: Int32 = 0
+            var copiedPages: Int32 = 0
+            let status = sqlite3_wal_checkpoint_v2(database.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logPages, &copiedPages)
+            return status == SQLITE_OK && logPages == copiedPages
+        }
     }
 
     private func run() {

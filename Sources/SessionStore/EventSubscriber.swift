@@ -16,8 +16,13 @@ public enum SubscriptionEnd: Sendable, Hashable {
 
 /// Names one subscription so its stream can leave when its client goes away.
 public struct SubscriptionToken: Sendable, Hashable {
-    let session: SessionID
-    let number: UInt64
+    public let session: SessionID
+    public let number: UInt64
+
+    public init(session: SessionID, number: UInt64) {
+        self.session = session
+        self.number = number
+    }
 }
 
 /// How a long-poll ended.

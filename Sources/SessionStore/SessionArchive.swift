@@ -57,6 +57,28 @@ public struct ArchivedState: Sendable, Hashable {
     public var presentation: Int
     public var dismissReason: DismissReason?
     public var version: UInt64
+    /// The rest of the state, or nil when all of it has the values a sheet starts with (most
+    /// sessions: their rows then store nothing for it).
+    public var extras: Extras?
+
+    /// State that only the newer actions change: unsaved changes, a resized container, the
+    /// navigation stack and the chain of sheets. A nil member has the value a sheet starts with.
+    public struct Extras: Sendable, Hashable {
+        public var hasChanges: Bool
+        public var containerHeight: Double?
+        public var stack: [String]?
+        public var parent: SessionID?
+        public var child: SessionID?
+
+        public init(hasChanges: Bool, containerHeight: Double? = nil, stack: [String]? = nil,
+                    parent: SessionID? = nil, child: SessionID? = nil) {
+            self.hasChanges = hasChanges
+            self.containerHeight = containerHeight
+            self.stack = stack
+            self.parent = parent
+            self.child = child
+        }
+    }
 
     public init(_ sheet: Sheet) {
         phase = sheet.phase
@@ -64,6 +86,13 @@ public struct ArchivedState: Sendable, Hashable {
         presentation = sheet.presentation
         dismissReason = sheet.dismissReason
         version = sheet.version
+        let configuration = sheet.configuration
+        let extras = Extras(
+            hasChanges: sheet.hasChanges,
+            containerHeight: sheet.containerHeight != configuration.containerHeight ? sheet.containerHeight : nil,
+            stack: sheet.stack != [configuration.rootScreen] ? sheet.stack : nil,
+            parent: sheet.parent, child: sheet.child)
+        self.extras = extras == Extras(hasChanges: false) ? nil : extras
     }
 }
 
@@ -132,12 +161,44 @@ public struct ArchiveContents: Sendable {
     }
 }
 
-/// Why an archive could not be opened or read. The message is meant for an operator.
+/// Why an archive could not be opened, read or written. The message is meant for an operator;
+/// the code says what kind of trouble it is, for a program to act on.
 public struct ArchiveError: Error, Sendable, CustomStringConvertible {
+    /// A struct around the package's enum, so a client compares codes and a new one never breaks
+    /// its `switch`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        package enum Base: String, Sendable {
+            /// The storage cannot be opened, locked, created or reached.
+            case unavailable
+            /// The storage holds something that is not this archive, or a newer format of it.
+            case incompatible
+            /// What is stored cannot be read back as sessions.
+            case damaged
+            /// The archive was closed; it takes no more changes.
+            case closed
+        }
+
+        package let base: Base
+        package init(_ base: Base) { self.base = base }
+        public var description: String { base.rawValue }
+
+        public static let unavailable = Code(.unavailable)
+        public static let incompatible = Code(.incompatible)
+        public static let damaged = Code(.damaged)
+        public static let closed = Code(.closed)
+    }
+
+    public var code: Code
     public var message: String
 
-    public init(_ message: String) {
+    public init(_ code: Code, _ message: String) {
+        self.code = code
         self.message = message
+    }
+
+    /// An error whose kind is not known more closely than "the storage failed".
+    public init(_ message: String) {
+        self.init(.unavailable, message)
     }
 
     public var description: String { message }

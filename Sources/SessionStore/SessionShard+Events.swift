@@ -1,4 +1,5 @@
 import SheetCore
+import Timekeeping
 
 /// A shard's readers of events: event pages, long-poll waiters and stream subscribers. They only
 /// ever see committed events (up to the session's durable version).
@@ -35,27 +36,61 @@ extension SessionShard {
     }
 
     /// Answers at once when there are committed events after `after`; otherwise parks the caller
-    /// (a continuation, no thread) until an event is committed or `timeout` passes.
-    func wait(on id: SessionID, of tenant: Tenant, after: UInt64, timeout: Duration) async -> Result<WaitOutcome, StoreError> {
-        guard !isShuttingDown else { return .failure(StoreError(.shuttingDown)) }
-        guard let entry = entry(id, of: tenant) else {
+    /// (a continuation, no thread) until an event is committed or `timeout` passes on `clock`.
+    ///
+    /// Every `await` may end the actor's turn (reentrancy), `withCheckedContinuation` included:
+    /// its isolated parameter makes the runtime switch to this shard again, and a task whose
+    /// executor preference is not the one the job runs with (a request's `RequestContext`) is
+    /// queued behind whatever arrived meanwhile. So what decides between answering and parking
+    /// is read inside the continuation's body, in the same turn as the parking: a change, a
+    /// delete or a shutdown that slips in before it is seen there, not missed.
+    func wait(on id: SessionID, of tenant: Tenant, after: UInt64, timeout: Duration,
+              clock: any ServiceClock) async -> Result<WaitOutcome, StoreError> {
+        switch waitDecision(of: id, tenant: tenant, after: after, timeout: timeout) {
+        case .answer(let outcome):
+            return outcome
+        case .unknownSession:
             do { try await settled(id) } catch { return .failure(error) }
             return .failure(StoreError(.sessionNotFound))
+        case .park:
+            break
         }
+        let deadline = clock.now + timeout
+        return await withCheckedContinuation { continuation in
+            switch waitDecision(of: id, tenant: tenant, after: after, timeout: timeout) {
+            case .answer(let outcome):
+                continuation.resume(returning: outcome)
+            case .unknownSession:
+                // Deleted (or expired) since the check above: answered as `remove` answers waiters.
+                continuation.resume(returning: .failure(StoreError(.sessionNotFound)))
+            case .park:
+                nextToken += 1
+                let token = nextToken
+                let timer = Task { [weak self] in
+                    do { try await clock.sleep(until: deadline) } catch { return }   // cancelled: answered
+                    guard !Task.isCancelled else { return }
+                    await self?.expireWaiter(token, on: id)
+                }
+                waiters[id, default: []].append(Waiter(token: token, after: after, continuation: continuation, timer: timer))
+            }
+        }
+    }
+
+    /// What a long-poll gets now, without waiting.
+    private enum WaitDecision {
+        case answer(Result<WaitOutcome, StoreError>)
+        case unknownSession
+        case park
+    }
+
+    private func waitDecision(of id: SessionID, tenant: Tenant, after: UInt64, timeout: Duration) -> WaitDecision {
+        guard !isShuttingDown else { return .answer(.failure(StoreError(.shuttingDown))) }
+        guard let entry = entry(id, of: tenant) else { return .unknownSession }
         touch(id)
         let first: EventsPage
-        do { first = try page(of: entry.sheet, after: after, through: durableVersion(id, entry)) } catch { return .failure(error) }
-        if !first.events.isEmpty || timeout <= .zero { return .success(.events(first)) }
-        nextToken += 1
-        let token = nextToken
-        return await withCheckedContinuation { continuation in
-            let timer = Task { [weak self] in
-                try? await Task.sleep(for: timeout)
-                guard !Task.isCancelled else { return }
-                await self?.expireWaiter(token, on: id)
-            }
-            waiters[id, default: []].append(Waiter(token: token, after: after, continuation: continuation, timer: timer))
-        }
+        do { first = try page(of: entry.sheet, after: after, through: durableVersion(id, entry)) } catch { return .answer(.failure(error)) }
+        if !first.events.isEmpty || timeout <= .zero { return .answer(.success(.events(first))) }
+        return .park
     }
 
     func expireWaiter(_ token: UInt64, on id: SessionID) {

@@ -55,24 +55,28 @@ actor SessionShard {
 
     var sessions: [SessionID: Entry] = [:]
     /// Sessions per phase, kept as changes happen so the metrics gauge never scans.
-    private(set) var phaseCounts: [Phase: Int] = [:]
+    var phaseCounts: [Phase: Int] = [:]
     /// Creation order for listing; deleted sessions linger here until `compactOrder`.
-    private var order: [(ordinal: UInt64, id: SessionID)] = []
-    private var deadInOrder = 0
+    var order: [(ordinal: UInt64, id: SessionID)] = []
+    var deadInOrder = 0
     var waiters: [SessionID: [Waiter]] = [:]
     var subscribers: [SessionID: [Subscriber]] = [:]
-    private var ledger: IdempotencyLedger
+    var ledger: IdempotencyLedger
     var nextToken: UInt64 = 0
     /// Set by `shutdown`: long-polls and streams are refused from then on.
     var isShuttingDown = false
     /// Where the idle sweep resumes in `order`, so each pass does a bounded slice of work.
-    private var sweepCursor = 0
+    var sweepCursor = 0
     let clock: StoreClock
     let archive: any SessionArchive
     /// `archive.keepsChanges`, read once: the volatile archive needs no change descriptions.
     let archiveKeepsChanges: Bool
     /// Only sessions with a commit outstanding are here; the map stays as small as the load.
     var inFlight: [SessionID: InFlight] = [:]
+    /// Every session created over each session, presented or dismissed (a sheet itself names
+    /// only its parent and the child covering it now), for cascading delete and chain expiry.
+    /// Only sessions with children are here.
+    var children: [SessionID: [SessionID]] = [:]
     /// Sessions read since their last write: their last access is saved by `flushTouched`.
     var touched: Set<SessionID> = []
 
@@ -82,26 +86,12 @@ actor SessionShard {
         self.archive = archive
         self.archiveKeepsChanges = archive.keepsChanges
         var ledger = IdempotencyLedger(capacity: idempotencyCapacity)
-        var dropped: [ArchiveChange] = []
-        for key in keys {
-            for gone in ledger.store(key.answer, for: key.ledgerKey, fingerprint: key.fingerprint, now: key.storedAt) {
-                dropped.append(.keyDropped(scope: gone.scope, key: gone.key))
-            }
-        }
+        let contents = Self.contents(restored, keys: keys, ledger: &ledger, archive: archive)
         self.ledger = ledger
-        var sessions: [SessionID: Entry] = [:]
-        sessions.reserveCapacity(restored.count)
-        var phaseCounts: [Phase: Int] = [:]
-        for session in restored {
-            sessions[session.id] = Entry(sheet: session.sheet, ordinal: session.ordinal, lastAccess: session.lastAccess,
-                                         tenant: session.tenant)
-            phaseCounts[session.sheet.phase, default: 0] += 1
-        }
-        self.sessions = sessions
-        self.phaseCounts = phaseCounts
-        self.order = restored.map { ($0.ordinal, $0.id) }.sorted { $0.ordinal < $1.ordinal }
-        // Keys over the capacity (a smaller --idempotency-keys than last time) leave the file too.
-        if !dropped.isEmpty { _ = archive.submit(dropped) }
+        sessions = contents.sessions
+        phaseCounts = contents.phaseCounts
+        order = contents.order
+        children = contents.children
     }
 
     var count: Int { sessions.count }
@@ -111,6 +101,13 @@ actor SessionShard {
     /// Adds a new session (and the idempotency answer it was created under, in the same commit),
     /// returning once both are committed.
     func insert(_ sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant, key: ArchivedKey?) async throws(StoreError) {
+        var changes = [admit(sheet, id: id, ordinal: ordinal, tenant: tenant)]
+        if let key { changes.append(.keyStored(key)) }
+        try await persist(changes, of: id, previousVersion: sheet.version, version: sheet.version)
+    }
+
+    /// Adds a new session to memory; returns what to store.
+    func admit(_ sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant) -> ArchiveChange {
         // Ordinals come from a shared counter; two creates can arrive here out of order, so keep `order` sorted.
         let now = clock.now().millisecondsSince1970
         sessions[id] = Entry(sheet: sheet, ordinal: ordinal, lastAccess: now, tenant: tenant)
@@ -121,9 +118,7 @@ actor SessionShard {
         } else {
             order.append((ordinal, id))
         }
-        var changes: [ArchiveChange] = [.created(id, ordinal: ordinal, sheet: sheet, lastAccess: now, tenant: tenant)]
-        if let key { changes.append(.keyStored(key)) }
-        try await persist(changes, of: id, previousVersion: sheet.version, version: sheet.version)
+        return .created(id, ordinal: ordinal, sheet: sheet, lastAccess: now, tenant: tenant)
     }
 
     /// The session `id` when `tenant` owns it; nil for a missing one and for another tenant's.
@@ -169,8 +164,13 @@ actor SessionShard {
             return (.failure(StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: sheet))), previous, [])
         }
         let outcome: SheetOutcome
+        var chain: [ChainChange] = []
         do {
-            outcome = try sessions.values[index].sheet.apply(action, now: now)
+            if sessions.values[index].sheet.isInChain {
+                (outcome, chain) = try chainStep(action, of: id, tenant: tenant, now: now)
+            } else {
+                outcome = try sessions.values[index].sheet.apply(action, now: now)
+            }
         } catch {
             touched.insert(id)
             return (.failure(StoreError(.sheet(error), current: SessionSnapshot(id: id, sheet: sessions.values[index].sheet))), previous, [])
@@ -180,15 +180,19 @@ actor SessionShard {
             phaseCounts[before, default: 0] -= 1
             phaseCounts[entry.sheet.phase, default: 0] += 1
         }
-        let result = ActionResult(session: SessionSnapshot(id: id, sheet: entry.sheet), outcome: outcome)
+        let result = ActionResult(session: SessionSnapshot(id: id, sheet: entry.sheet), outcome: outcome, chain: chain)
         guard !outcome.events.isEmpty else {
             touched.insert(id)
             return (.success(result), previous, [])
         }
         guard archiveKeepsChanges else { return (.success(result), previous, []) }
-        let changed = ArchiveChange.changed(id, state: ArchivedState(entry.sheet), events: outcome.events,
-                                            lastAccess: entry.lastAccess)
-        return (.success(result), previous, [changed])
+        var changes = [ArchiveChange.changed(id, state: ArchivedState(entry.sheet), events: outcome.events,
+                                             lastAccess: entry.lastAccess)]
+        for other in chain {
+            changes.append(.changed(other.id, state: ArchivedState(other.sheet), events: other.events,
+                                    lastAccess: sessions[other.id]?.lastAccess ?? entry.lastAccess))
+        }
+        return (.success(result), previous, changes)
     }
 
     func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) -> ActionResult {
@@ -196,7 +200,7 @@ actor SessionShard {
         case .done(let result):
             return result
         case .committing(let result, let commit):
-            try await publish(after: commit, of: id, version: result.session.sheet.version)
+            try await publish(after: commit, of: id, version: result.session.sheet.version, others: result.companions)
             return result
         case .refused(let error):
             try await settled(id)   // a 412 or 409 shows the session as it stands: committed first
@@ -218,7 +222,8 @@ actor SessionShard {
         let (result, previous, changes) = change(action, of: id, tenant: tenant, ifMatch: ifMatch)
         switch result {
         case .success(let done):
-            guard let commit = submit(changes, of: id, previousVersion: previous, version: done.session.sheet.version) else {
+            guard let commit = submit(changes, of: id, previousVersion: previous, version: done.session.sheet.version,
+                                      others: done.companions) else {
                 return .done(done)
             }
             return .committing(done, commit)
@@ -260,12 +265,15 @@ actor SessionShard {
             }
             let version = sessions[id]?.sheet.version ?? entry.sheet.version
             if case .failure = result { previous = version }
-            try await persist(changes, of: id, previousVersion: previous, version: version)
+            try await persist(changes, of: id, previousVersion: previous, version: version,
+                              others: (try? result.get())?.companions ?? [])
             return IdempotentAnswer(answer: answer, replayed: false)
         }
     }
 
-    func delete(_ id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) {
+    /// Deletes the session and every session presented over it (see `deleteChain`); returns
+    /// how many were removed and what the sheet below recorded.
+    func delete(_ id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) -> DeletedSessions {
         guard let entry = entry(id, of: tenant) else {
             try await settled(id)
             throw StoreError(.sessionNotFound)
@@ -274,12 +282,20 @@ actor SessionShard {
             try await settled(id)
             throw StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: entry.sheet))
         }
-        remove(id, reason: .sessionDeleted)
-        try await persist([.deleted(id)], of: id, previousVersion: entry.sheet.version, version: entry.sheet.version)
+        guard entry.sheet.isInChain || children[id] != nil else {
+            remove(id, reason: .sessionDeleted)
+            try await persist([.deleted(id)], of: id, previousVersion: entry.sheet.version, version: entry.sheet.version)
+            return DeletedSessions(count: 1, events: [])
+        }
+        return try await deleteChain(from: id, entry, tenant: tenant)
     }
 
-    private func remove(_ id: SessionID, reason: SubscriptionEnd) {
+    func remove(_ id: SessionID, reason: SubscriptionEnd) {
         guard let entry = sessions.removeValue(forKey: id) else { return }
+        if let parent = entry.sheet.parent, var siblings = children[parent] {
+            siblings.removeAll { $0 == id }
+            children[parent] = siblings.isEmpty ? nil : siblings
+        }
         phaseCounts[entry.sheet.phase, default: 0] -= 1
         deadInOrder += 1
         touched.remove(id)
@@ -324,68 +340,10 @@ actor SessionShard {
         return low
     }
 
-    private func compactOrderIfWasteful() {
+    func compactOrderIfWasteful() {
         guard deadInOrder > 1024, deadInOrder * 2 > order.count else { return }
         order.removeAll { sessions[$0.id]?.ordinal != $0.ordinal }
         deadInOrder = 0
         sweepCursor = 0
-    }
-
-    // MARK: Housekeeping
-
-    /// Removes up to `budget` scanned sessions idle since before `cutoff`; returns how many were
-    /// removed and whether the pass reached the end. Sessions someone is waiting on are kept.
-    /// The removals are submitted without waiting: an expired session that a crash brings back is
-    /// simply swept again.
-    func sweep(idleBefore cutoff: Int64, budget: Int) -> (removed: [Tenant], finished: Bool) {
-        var removed: [ArchiveChange] = []
-        var owners: [Tenant] = []
-        var scanned = 0
-        while sweepCursor < order.count, scanned < budget {
-            let (ordinal, id) = order[sweepCursor]
-            sweepCursor += 1
-            scanned += 1
-            guard let entry = sessions[id], entry.ordinal == ordinal, entry.lastAccess < cutoff,
-                  waiters[id] == nil, subscribers[id] == nil, inFlight[id] == nil
-            else { continue }
-            remove(id, reason: .sessionDeleted)
-            removed.append(.deleted(id))
-            owners.append(entry.tenant)
-        }
-        if !removed.isEmpty { _ = archive.submit(removed) }
-        let finished = sweepCursor >= order.count
-        if finished { sweepCursor = 0 }
-        ledger.expire(now: clock.now())
-        return (owners, finished)
-    }
-
-    /// Saves the last access of sessions that were only read since their last write, so the idle
-    /// sweep after a restart measures from the right moment. Returns the commit to wait for.
-    func flushTouched() -> ArchiveCommit? {
-        guard !touched.isEmpty else { return nil }
-        var changes: [ArchiveChange] = []
-        changes.reserveCapacity(touched.count)
-        for id in touched {
-            if let entry = sessions[id] { changes.append(.touched(id, lastAccess: entry.lastAccess)) }
-        }
-        touched.removeAll(keepingCapacity: false)
-        return changes.isEmpty ? nil : archive.submit(changes)
-    }
-
-    /// Releases everyone waiting or streaming and refuses new waits; actions still go through, so
-    /// requests already in flight during a graceful stop finish normally.
-    func shutdown() {
-        isShuttingDown = true
-        for (_, list) in waiters {
-            for waiter in list {
-                waiter.timer.cancel()
-                waiter.continuation.resume(returning: .failure(StoreError(.shuttingDown)))
-            }
-        }
-        waiters = [:]
-        for (_, list) in subscribers {
-            for slot in list { slot.subscriber.ended(.shuttingDown) }
-        }
-        subscribers = [:]
     }
 }

@@ -1,6 +1,7 @@
 import Locking
 import SheetCore
 import Synchronization
+import Timekeeping
 
 /// All sessions of the service. Sessions are spread over several `SessionShard` actors by id,
 /// so unrelated sessions never wait for each other; each session has exactly one writer.
@@ -19,6 +20,9 @@ public final class SessionStore: Sendable {
         /// Sessions nobody has named for this long are removed by the sweep.
         public var sessionTTL: Duration = .seconds(24 * 3600)
         public var clock = StoreClock.system
+        /// The clock the store's timers run on: long-poll deadlines and the idle sweep's pace
+        /// (a `ManualClock` in tests, so those rules are checked exactly whatever the load).
+        public var timerClock: any ServiceClock = SystemClock()
 
         public init() {}
     }
@@ -32,43 +36,64 @@ public final class SessionStore: Sendable {
     private let archive: any SessionArchive
     public let configuration: Configuration
 
+    /// Closed until the store holds what its archive had (see `awaitingRestore`).
+    private let restoring: RestoreGate
+
     /// A store that carries on from `contents` (what `archive.load()` returned) and commits every
     /// change to `archive` before answering. The defaults keep everything in memory only.
-    public init(configuration: Configuration = Configuration(), archive: any SessionArchive = VolatileArchive(),
-                restoring contents: ArchiveContents = ArchiveContents()) {
+    public convenience init(configuration: Configuration = Configuration(), archive: any SessionArchive = VolatileArchive(),
+                            restoring contents: ArchiveContents = ArchiveContents()) {
+        let parts = Self.partition(contents, configuration)
+        self.init(configuration: configuration, archive: archive, parts: parts, restoring: RestoreGate(open: true))
+    }
+
+    private init(configuration: Configuration, archive: any SessionArchive, parts: Partition, restoring: RestoreGate) {
         self.configuration = configuration
         self.archive = archive
-        let shardCount = max(1, configuration.shardCount)
-        let perShardKeys = max(1, configuration.idempotencyCapacity / shardCount)
-        let lifetime = IdempotencyLedger(capacity: 1).lifetimeMilliseconds
-        let oldestKept = configuration.clock.now().millisecondsSince1970 - lifetime
-        var sessionsByShard = [[RestoredSession]](repeating: [], count: shardCount)
-        var keysByShard = [[ArchivedKey]](repeating: [], count: shardCount)
-        var globalKeys: [ArchivedKey] = []
-        var highest = contents.highestOrdinal
-        for session in contents.sessions {
-            sessionsByShard[session.id.shardIndex(of: shardCount)].append(session)
-            highest = max(highest, session.ordinal)
-        }
-        for key in contents.keys where key.storedAt.millisecondsSince1970 > oldestKept {
-            if let scope = key.scope {
-                keysByShard[scope.shardIndex(of: shardCount)].append(key)
-            } else {
-                globalKeys.append(key)
-            }
-        }
-        shards = (0..<shardCount).map { index in
+        self.restoring = restoring
+        let perShardKeys = max(1, configuration.idempotencyCapacity / parts.sessions.count)
+        shards = parts.sessions.indices.map { index in
             SessionShard(clock: configuration.clock, idempotencyCapacity: perShardKeys, archive: archive,
-                         restoring: sessionsByShard[index], keys: keysByShard[index])
+                         restoring: parts.sessions[index], keys: parts.keys[index])
         }
         creations = CreationLedger(capacity: configuration.idempotencyCapacity, clock: configuration.clock,
-                                   archive: archive, restoring: globalKeys)
-        count.store(contents.sessions.count, ordering: .relaxed)
-        tenantCounts.withLock { counts in
-            for session in contents.sessions { counts[session.tenant, default: 0] += 1 }
-        }
-        ordinals.store(highest, ordering: .relaxed)
+                                   archive: archive, restoring: parts.globalKeys)
+        count.store(parts.count, ordering: .relaxed)
+        tenantCounts.withLock { $0 = parts.tenantCounts }
+        ordinals.store(parts.highestOrdinal, ordering: .relaxed)
     }
+
+    /// A store that answers before it holds its sessions: start-up reads a large archive while
+    /// the server already runs, then hands the contents over with `restore(_:)`. Until then,
+    /// every call that names, creates, counts or lists sessions waits (none fails or is counted
+    /// short for a session not read yet), and the in-place calls return nil.
+    public static func awaitingRestore(configuration: Configuration = Configuration(), archive: any SessionArchive) -> SessionStore {
+        SessionStore(configuration: configuration, archive: archive, parts: partition(ArchiveContents(), configuration),
+                     restoring: RestoreGate(open: false))
+    }
+
+    /// Hands a store made by `awaitingRestore` what its archive holds, and lets the calls waiting
+    /// for it go on. Nothing reaches the shards before this (every such call waits), so each
+    /// shard takes its sessions as if it had started with them. Call it once.
+    public func restore(_ contents: ArchiveContents) async {
+        precondition(!restoring.isOpen, "SessionStore.restore called on a store that holds its sessions already")
+        var parts = Self.partition(contents, configuration)
+        for index in shards.indices {
+            await shards[index].adopt(parts.sessions[index], keys: parts.keys[index])
+            parts.sessions[index] = []   // freed shard by shard, so the load's peak memory falls
+        }
+        await creations.adopt(parts.globalKeys)
+        count.store(parts.count, ordering: .relaxed)
+        tenantCounts.withLock { $0 = parts.tenantCounts }
+        ordinals.store(parts.highestOrdinal, ordering: .relaxed)
+        restoring.openNow()
+    }
+
+    /// Whether the store holds every session its archive had (always, unless made by `awaitingRestore`).
+    public var isRestored: Bool { restoring.isOpen }
+
+    /// Calls waiting for `restore` now.
+    package var callsAwaitingRestore: Int { restoring.waiting }
 
     /// Configurations in use, so sessions created alike share one (immutable) storage object
     /// instead of each holding its own copy of the detent tables: most clients create every
@@ -84,7 +109,7 @@ public final class SessionStore: Sendable {
         }
     }
 
-    private func shard(for id: SessionID) -> SessionShard { shards[id.shardIndex(of: shards.count)] }
+    func shard(for id: SessionID) -> SessionShard { shards[id.shardIndex(of: shards.count)] }
 
     public var sessionCount: Int { count.load(ordering: .relaxed) }
 
@@ -93,7 +118,23 @@ public final class SessionStore: Sendable {
     /// Creates a session of `tenant` presented at its default detent, unless `--max-sessions`
     /// (or the tenant's share) is reached.
     public func create(_ configuration: SheetConfiguration, for tenant: Tenant) async throws(StoreError) -> SessionSnapshot {
+        try await create(configuration, over: nil, for: tenant)
+    }
+
+    /// Creates a session of `tenant`, presented over `parent` when one is named (which must be a
+    /// presented, uncovered session of the same tenant: `SheetChain.present`). The new session
+    /// lives on its parent's shard (see `SessionShard`'s chains), so both change in one commit.
+    public func create(_ configuration: SheetConfiguration, over parent: SessionID?, for tenant: Tenant) async throws(StoreError) -> SessionSnapshot {
+        if !restoring.isOpen { await restoring.wait() }
         try reservePlace(for: tenant)
+        if let parent {
+            let id = SessionID.random(inChainOf: parent)
+            let ordinal = ordinals.add(1, ordering: .relaxed).newValue
+            let (result, _) = await shard(for: parent).insert(interned(configuration), id: id, over: parent, ordinal: ordinal,
+                                                                tenant: tenant, recording: nil)
+            if case .failure = result { released([tenant]) }
+            return try result.get()
+        }
         let id = SessionID.random()
         let ordinal = ordinals.add(1, ordering: .relaxed).newValue
         let sheet = Sheet(configuration: interned(configuration), now: self.configuration.clock.now())
@@ -139,20 +180,21 @@ public final class SessionStore: Sendable {
 
     /// Creates at most one session per `Idempotency-Key` of `tenant`; repeats get the first answer.
     public func create(
-        _ configuration: SheetConfiguration, for tenant: Tenant, idempotency unscoped: IdempotencyRequest,
+        _ configuration: SheetConfiguration, over parent: SessionID? = nil, for tenant: Tenant, idempotency unscoped: IdempotencyRequest,
         render: @escaping @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
+        if !restoring.isOpen { await restoring.wait() }
         let idempotency = unscoped.scoped(to: tenant)
         return try await creations.perform(idempotency) {
-            await self.create(configuration, for: tenant, recording: idempotency, render: render)
+            await self.create(configuration, over: parent, for: tenant, recording: idempotency, render: render)
         }
     }
 
     /// The create behind an idempotent `POST /sessions`: the answer is rendered before the session
     /// is inserted, so the session and its stored answer are committed in one transaction.
     private func create(
-        _ configuration: SheetConfiguration, for tenant: Tenant, recording idempotency: IdempotencyRequest,
-        render: @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
+        _ configuration: SheetConfiguration, over parent: SessionID?, for tenant: Tenant, recording idempotency: IdempotencyRequest,
+        render: @escaping @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
     ) async -> StoredAnswer {
         let now = self.configuration.clock.now()
         do {
@@ -167,6 +209,14 @@ public final class SessionStore: Sendable {
                 }
             }
             return answer
+        }
+        if let parent {
+            let (result, answer) = await shard(for: parent).insert(
+                interned(configuration), id: SessionID.random(inChainOf: parent), over: parent,
+                ordinal: ordinals.add(1, ordering: .relaxed).newValue, tenant: tenant,
+                recording: ChildRecording(request: idempotency, render: render))
+            if case .failure = result { released([tenant]) }
+            return answer ?? render(result)
         }
         let id = SessionID.random()
         let ordinal = ordinals.add(1, ordering: .relaxed).newValue
@@ -185,41 +235,52 @@ public final class SessionStore: Sendable {
     // exactly as a missing one, and changes nothing.
 
     public func session(_ id: SessionID, of tenant: Tenant) async throws(StoreError) -> SessionSnapshot {
-        try await shard(for: id).snapshot(id, of: tenant)
+        if !restoring.isOpen { await restoring.wait() }
+        return try await shard(for: id).snapshot(id, of: tenant)
     }
 
     /// `session` on the calling thread, without waiting: nil when the session's shard is busy or
     /// the archive may make a read wait for a commit; then use `session`.
     public func sessionInPlace(_ id: SessionID, of tenant: Tenant) -> Result<SessionSnapshot, StoreError>? {
-        shard(for: id).snapshotInPlace(id, of: tenant)
+        guard restoring.isOpen else { return nil }
+        return shard(for: id).snapshotInPlace(id, of: tenant)
     }
 
     public func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) async throws(StoreError) -> ActionResult {
-        try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch)
+        if !restoring.isOpen { await restoring.wait() }
+        return try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
     /// `apply` on the calling thread, without waiting: nil (nothing applied) when the session's
     /// shard is busy or the archive needs a commit awaited; then use `apply`.
     public func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) -> Result<ActionResult, StoreError>? {
-        shard(for: id).applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch)
+        guard restoring.isOpen else { return nil }
+        return shard(for: id).applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
     public func apply(
         _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?, idempotency: IdempotencyRequest,
         render: @escaping @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer {
-        try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch, idempotency: idempotency.scoped(to: tenant),
+        if !restoring.isOpen { await restoring.wait() }
+        return try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch, idempotency: idempotency.scoped(to: tenant),
                                        render: render)
     }
 
-    public func delete(_ id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) async throws(StoreError) {
-        try await shard(for: id).delete(id, of: tenant, ifMatch: ifMatch)
-        released([tenant])
+    /// Deletes the session and every session presented over it; the sheet below, if the
+    /// session covered it, records `uncovered {reason: deleted}`. All in one commit.
+    @discardableResult
+    public func delete(_ id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) async throws(StoreError) -> DeletedSessions {
+        if !restoring.isOpen { await restoring.wait() }
+        let deleted = try await shard(for: id).delete(id, of: tenant, ifMatch: ifMatch)
+        released(Array(repeating: tenant, count: deleted.count))
+        return deleted
     }
 
     /// A page of `tenant`'s sessions created after the cursor `after` (a creation ordinal), oldest
     /// first. The cursor is an ordinal, not an id, so it still works after its session was deleted.
     public func list(of tenant: Tenant, phase: Phase?, after: UInt64, limit: Int) async throws(StoreError) -> SessionPage {
+        if !restoring.isOpen { await restoring.wait() }
         var merged: [(ordinal: UInt64, session: SessionSnapshot)] = []
         var pending: [ArchiveCommit] = []
         // One more than the page from each shard: a shard holding the rest of the page and more
@@ -242,16 +303,19 @@ public final class SessionStore: Sendable {
     // MARK: Events
 
     public func events(of id: SessionID, tenant: Tenant, after: UInt64) async throws(StoreError) -> EventsPage {
-        try await shard(for: id).events(of: id, tenant: tenant, after: after)
+        if !restoring.isOpen { await restoring.wait() }
+        return try await shard(for: id).events(of: id, tenant: tenant, after: after)
     }
 
     /// Long-poll: events after `after`, waiting up to `timeout` for the first one.
     public func waitForEvents(of id: SessionID, tenant: Tenant, after: UInt64, timeout: Duration) async throws(StoreError) -> WaitOutcome {
-        try await shard(for: id).wait(on: id, of: tenant, after: after, timeout: timeout).get()
+        if !restoring.isOpen { await restoring.wait() }
+        return try await shard(for: id).wait(on: id, of: tenant, after: after, timeout: timeout, clock: configuration.timerClock).get()
     }
 
     public func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, of tenant: Tenant, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
-        try await shard(for: id).subscribe(subscriber, to: id, of: tenant, after: after)
+        if !restoring.isOpen { await restoring.wait() }
+        return try await shard(for: id).subscribe(subscriber, to: id, of: tenant, after: after)
     }
 
     public func unsubscribe(_ token: SubscriptionToken) async {
@@ -264,6 +328,7 @@ public final class SessionStore: Sendable {
     /// interleave with it). Returns how many idle sessions were removed.
     @discardableResult
     public func sweepIdleSessions(slice: Int = 2048) async -> Int {
+        if !restoring.isOpen { await restoring.wait() }
         let ttlMilliseconds = Int64(configuration.sessionTTL.components.seconds) * 1000
             + configuration.sessionTTL.components.attoseconds / 1_000_000_000_000_000
         let cutoff = configuration.clock.now().millisecondsSince1970 - ttlMilliseconds
@@ -288,6 +353,7 @@ public final class SessionStore: Sendable {
 
     /// Sessions per phase, for the metrics gauge.
     public func phaseCounts() async -> [Phase: Int] {
+        if !restoring.isOpen { await restoring.wait() }
         var total: [Phase: Int] = [:]
         for shard in shards {
             for (phase, value) in await shard.phaseCounts { total[phase, default: 0] += value }
@@ -305,58 +371,11 @@ public final class SessionStore: Sendable {
     /// fails its commit. Throws if the last reads could not be saved (the archive was closed
     /// already); the archive is closed either way.
     public func close() async throws(ArchiveError) {
+        // The archive is still being read until the store is restored: closing waits for that.
+        if !restoring.isOpen { await restoring.wait() }
         defer { archive.close() }
         for shard in shards {
             if let commit = await shard.flushTouched() { try await commit.wait() }
         }
     }
-}
-
-/// The global ledger of `POST /sessions` idempotency keys. A key being served is marked pending,
-/// so a concurrent retry waits for the first answer instead of creating a second session.
-/// `create` commits the key's answer with the session; the ledger learns it only after that.
-actor CreationLedger {
-    private var ledger: IdempotencyLedger
-    private var pending: [String: [CheckedContinuation<Void, Never>]] = [:]
-    private let clock: StoreClock
-    private let archive: any SessionArchive
-
-    init(capacity: Int, clock: StoreClock, archive: any SessionArchive, restoring keys: [ArchivedKey]) {
-        var ledger = IdempotencyLedger(capacity: capacity)
-        var dropped: [ArchiveChange] = []
-        for key in keys {
-            for gone in ledger.store(key.answer, for: key.ledgerKey, fingerprint: key.fingerprint, now: key.storedAt) {
-                dropped.append(.keyDropped(scope: nil, key: gone.key))
-            }
-        }
-        self.ledger = ledger
-        self.clock = clock
-        self.archive = archive
-        if !dropped.isEmpty { _ = archive.submit(dropped) }
-    }
-
-    func perform(
-        _ request: IdempotencyRequest, create: @Sendable () async -> StoredAnswer
-    ) async throws(StoreError) -> IdempotentAnswer {
-        let key = IdempotencyLedger.Key(scope: nil, key: request.key)
-        while pending[request.key] != nil {
-            await withCheckedContinuation { pending[request.key, default: []].append($0) }
-        }
-        switch ledger.lookup(key, fingerprint: request.fingerprint, now: clock.now()) {
-        case .replay(let answer): return IdempotentAnswer(answer: answer, replayed: true)
-        case .reused: throw StoreError(.idempotencyKeyReused)
-        case .miss: break
-        }
-        pending[request.key] = []
-        // `create` has committed the session together with its answer under this key.
-        let answer = await create()
-        if answer.status < 500 {
-            let dropped = ledger.store(answer, for: key, fingerprint: request.fingerprint, now: clock.now())
-            if !dropped.isEmpty { _ = archive.submit(dropped.map { .keyDropped(scope: nil, key: $0.key) }) }
-        }
-        for waiter in pending.removeValue(forKey: request.key) ?? [] { waiter.resume() }
-        return IdempotentAnswer(answer: answer, replayed: false)
-    }
-
-    func expire() { ledger.expire(now: clock.now()) }
 }

@@ -1,4 +1,5 @@
 import AccessControl
+import SheetObservability
 
 /// Who may make requests, and how often: fixed at start, except the keys of a `KeyRing`, which
 /// can be replaced while serving.
@@ -21,20 +22,9 @@ public struct AccessPolicy: Sendable {
     public init() {}
 }
 
-/// Why a request was refused before it reached its route, as counted in
-/// `sheetd_auth_failures_total{reason}`.
-enum AccessRefusal: String, CaseIterable, Sendable {
-    case missingKey = "missing_key"
-    case invalidHeader = "invalid_header"
-    case unknownKey = "unknown_key"
-    /// A known key whose role does not allow the request.
-    case forbidden
-    /// Protected mode: a client that is not on loopback.
-    case authRequired = "auth_required"
-    case rateLimited = "rate_limited"
-
+extension AccessRefusal {
     init(_ refusal: KeyRefusal) {
-        switch refusal {
+        switch refusal.base {
         case .missingKey: self = .missingKey
         case .invalidHeader: self = .invalidHeader
         case .unknownKey: self = .unknownKey

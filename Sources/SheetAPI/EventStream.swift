@@ -1,7 +1,9 @@
 import HTTPServer
 import SessionStore
 import SheetCore
+import SheetJSON
 import Synchronization
+import Timekeeping
 
 /// A presenter's Server-Sent Events stream of one session: every event as `id`, `event`, `data`,
 /// a comment every 15 s so proxies keep it open, and a bounded backlog so a stalled reader is
@@ -99,9 +101,10 @@ final class EventStream: EventSubscriber {
             throw error
         }
         let interval = service.configuration.streamKeepAlive
+        let clock = service.configuration.clock
         let keepAlive = Task {
             while !stream.isClosed {
-                try? await Task.sleep(for: interval)
+                do { try await clock.sleep(until: clock.now + interval) } catch { break }   // cancelled: closed
                 if Task.isCancelled || !stream.write(Array(": keep-alive\n\n".utf8)) { break }
             }
         }

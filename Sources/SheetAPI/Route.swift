@@ -2,12 +2,13 @@ import AccessControl
 import HTTPServer
 import SessionStore
 import SheetCore
+import SheetJSON
 
 /// One entry of `RouteTable`: a path template and what answers it. The template is also the
 /// route's name in metrics and logs (never a raw id).
-final class RouteEntry: Sendable {
+package final class RouteEntry: Sendable {
     /// How the route answers.
-    enum Answer: Sendable {
+    package enum Answer: Sendable {
         /// `POST` of an action on the session `{id}`: the body (and nothing else) decodes into a
         /// `SheetAction`, which the service applies: in place when the shard is idle, at most
         /// once with an `Idempotency-Key`, with `If-Match` honoured. The decoder refuses a bad
@@ -18,10 +19,10 @@ final class RouteEntry: Sendable {
     }
 
     /// The path, `{id}` standing for one path segment (a session id).
-    let template: String
-    let answer: Answer
+    package let template: String
+    package let answer: Answer
     /// The methods the route answers, for 405 and `Allow` (HEAD is answered as GET).
-    let allowedMethods: [String]
+    package let allowedMethods: [String]
     /// `template`'s bytes, matched against a request path without allocating.
     fileprivate let pattern: [UInt8]
 
@@ -59,7 +60,7 @@ final class RouteEntry: Sendable {
 }
 
 /// What answers one method of a route.
-struct MethodHandler: Sendable {
+package struct MethodHandler: Sendable {
     typealias Respond = @Sendable (SheetService) -> (RouteRequest) async throws(APIError) -> HTTPResponse
     /// Answers without waiting when it can, on the thread that read the request; nil hands the
     /// request to `respond`. It makes its own request id.
@@ -97,16 +98,16 @@ struct RouteRequest: Sendable {
 
 /// A request path matched against `RouteTable`: which entry, and the `{id}` segment as text (an
 /// id that cannot exist is "session not found", not "route not found").
-struct Route: Sendable, Equatable {
+package struct Route: Sendable, Equatable {
     /// The entry's position in `RouteTable.entries` (also where its metric cells are).
-    let index: Int
+    package let index: Int
     /// The `{id}` segment; empty for templates without one.
-    let id: Substring
+    package let id: Substring
 
-    var entry: RouteEntry { RouteTable.entries[index] }
-    var template: String { entry.template }
+    package var entry: RouteEntry { RouteTable.entries[index] }
+    package var template: String { entry.template }
 
-    init?(path: String) {
+    package init?(path: String) {
         // Parsed three times per request (preflight, answer, log): one scan of the contiguous
         // bytes per template tried, no splitting, no String comparisons and no allocation.
         let found = path.utf8.withContiguousStorageIfAvailable { Route.find($0) }

@@ -1,5 +1,7 @@
 import AccessControl
 import SheetCore
+import SheetJSON
+import SheetObservability
 
 /// Every route sheetd serves, each declared once: its path template (also its label in metrics
 /// and logs), its methods, and what answers each. Routing, 405's `Allow`, the metric label set
@@ -8,13 +10,17 @@ import SheetCore
 ///
 /// A new action is one `.action` entry here with its body decoder (`RequestBodies`); a new
 /// route of another kind is one `.handlers` entry and its handler, a `SheetService` method.
-enum RouteTable {
-    static let entries: [RouteEntry] = [
+package enum RouteTable {
+    package static let entries: [RouteEntry] = [
         // Actions first: a drag, the commonest request, matches on the first template tried.
         .action("/sessions/{id}/drag", decode: RequestBodies.drag),
         .action("/sessions/{id}/confirm", decode: RequestBodies.confirm),
         .action("/sessions/{id}/dismiss", decode: RequestBodies.dismiss),
         .action("/sessions/{id}/present", decode: RequestBodies.present),
+        .action("/sessions/{id}/changes", decode: RequestBodies.changes),
+        .action("/sessions/{id}/select", decode: RequestBodies.select),
+        .action("/sessions/{id}/resize", decode: RequestBodies.resize),
+        .action("/sessions/{id}/navigate", decode: RequestBodies.navigate),
         .handlers("/sessions", .get(.readSessions, SheetService.listSessions), .post(.changeSessions, SheetService.createSession)),
         .handlers("/sessions/{id}",
                   .get(.readSessions, SheetService.getSession, inPlace: SheetService.getSessionInPlace),
@@ -30,7 +36,7 @@ enum RouteTable {
     ]
 
     /// Each action route's body decoder, for the fuzzers.
-    static var actionDecoders: [@Sendable ([UInt8]) throws(APIError) -> SheetAction] {
+    package static var actionDecoders: [@Sendable ([UInt8]) throws(APIError) -> SheetAction] {
         entries.compactMap { entry in
             guard case .action(let decode) = entry.answer else { return nil }
             return decode
@@ -38,7 +44,7 @@ enum RouteTable {
     }
 
     /// Every method some route answers, in the order the table first names them.
-    static var methods: [String] {
+    package static var methods: [String] {
         var methods: [String] = []
         for entry in entries {
             for method in entry.allowedMethods where !methods.contains(method) { methods.append(method) }

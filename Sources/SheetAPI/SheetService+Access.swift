@@ -1,6 +1,8 @@
 import AccessControl
 import HTTPServer
 import SessionStore
+import SheetJSON
+import SheetObservability
 
 /// Who may make a request: the one check at request entry (`admit`, from `preflight`, before any
 /// body byte is read), the tenant a route works for (`tenant(of:)`), and CORS.

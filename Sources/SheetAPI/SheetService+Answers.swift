@@ -1,6 +1,7 @@
 import HTTPServer
 import SessionStore
 import SheetCore
+import SheetJSON
 
 /// Request headers read by every route, and the answers built from results and errors.
 extension SheetService {
@@ -83,7 +84,8 @@ extension SheetService {
         var response = json(error.code.status, Rendering.errorBody(error, requestID: requestID), requestID: requestID)
         if let session = error.session { response.headers.add("ETag", "\"\(session.sheet.version)\"") }
         if !error.allowed.isEmpty { response.headers.add("Allow", error.allowed.joined(separator: ", ")) }
-        if error.code == .unauthorized { response.headers.add("WWW-Authenticate", "Bearer realm=\"sheetd\"") }
+        if error.code == .service(.unauthorized) { response.headers.add("WWW-Authenticate", "Bearer realm=\"sheetd\"") }
+        if error.code == .service(.storeUnavailable) { response.headers.add("Retry-After", "1") }
         return response
     }
 

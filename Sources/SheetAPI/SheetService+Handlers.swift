@@ -1,13 +1,24 @@
 import HTTPServer
 import SessionStore
 import SheetCore
+import SheetJSON
+import SheetObservability
 
 /// The handlers `RouteTable` names for every route but actions: one method per route and method.
 extension SheetService {
     // MARK: Service
 
+    /// 503 while the store cannot serve (its database is unreachable), with the reason.
     func health(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
-        json(200, Array(#"{"status":"ok"}"#.utf8), requestID: request.requestID)
+        guard let reason = store.unavailableReason else { return json(200, Array(#"{"status":"ok"}"#.utf8), requestID: request.requestID) }
+        var writer = JSONWriter(capacity: 128 + reason.utf8.count)
+        writer.beginObject()
+        writer.key("status"); writer.string("unavailable")
+        writer.key("reason"); writer.string(reason)
+        writer.endObject()
+        var response = json(503, writer.bytes, requestID: request.requestID)
+        response.headers.add("Retry-After", "1")
+        return response
     }
 
     func openAPI(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
@@ -30,18 +41,20 @@ extension SheetService {
 
     func createSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
         let requestID = request.requestID
-        let configuration = try RequestBodies.configuration(request.request.body)
+        let (configuration, parent) = try RequestBodies.creation(request.request.body)
         guard let key = try idempotencyKey(request.head) else {
-            let snapshot = try await storeCall { () async throws(StoreError) in try await store.create(configuration, for: request.tenant) }
-            observer.metrics.recordCreated()
+            let snapshot = try await storeCall { () async throws(StoreError) in
+                try await store.create(configuration, over: parent, for: request.tenant)
+            }
+            observer.metrics.recordCreated(snapshot.sheet)
             return created(snapshot, requestID: requestID)
         }
         let idempotency = IdempotencyRequest(key: key, method: "POST", path: request.head.path, body: request.request.body)
         let answer = try await storeCall { () async throws(StoreError) in
-            try await store.create(configuration, for: request.tenant, idempotency: idempotency) { result in
+            try await store.create(configuration, over: parent, for: request.tenant, idempotency: idempotency) { result in
                 switch result {
                 case .success(let snapshot):
-                    self.observer.metrics.recordCreated()
+                    self.observer.metrics.recordCreated(snapshot.sheet)
                     return Self.stored(self.created(snapshot, requestID: requestID))
                 case .failure(let error): return Self.stored(self.errorResponse(APIError(error), requestID: requestID))
                 }
@@ -128,7 +141,8 @@ extension SheetService {
     func deleteSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
         let id = try sessionID(request.route.id)
         let ifMatch = try await precondition(request.head, session: id, of: request.tenant)
-        try await storeCall { () async throws(StoreError) in try await store.delete(id, of: request.tenant, ifMatch: ifMatch) }
+        let deleted = try await storeCall { () async throws(StoreError) in try await store.delete(id, of: request.tenant, ifMatch: ifMatch) }
+        observer.metrics.recordEvents(deleted.events)
         var headers = HTTPHeaders()
         headers.add("Cache-Control", "no-store")
         headers.add("X-Request-Id", request.requestID)

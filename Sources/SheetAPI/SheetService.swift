@@ -1,6 +1,9 @@
 import HTTPServer
 import SessionStore
 import SheetCore
+import SheetJSON
+import SheetObservability
+import Timekeeping
 
 /// The sheetd application: turns HTTP requests into store calls and store results into JSON
 /// answers. It holds no session state of its own.
@@ -10,19 +13,21 @@ public final class SheetService: HTTPResponder {
         public var maximumWait: Double = 30
         /// How often an idle event stream gets a keep-alive comment.
         public var streamKeepAlive: Duration = .seconds(15)
+        /// The clock the keep-alive comments are paced by (a `ManualClock` in tests).
+        public var clock: any ServiceClock = SystemClock()
         /// A stream further behind than this many events is dropped (the client resumes with Last-Event-ID).
         public var streamBacklogLimit = 256
         public init() {}
     }
 
-    let store: SessionStore
+    let store: any SessionStoring
     let configuration: Configuration
     let requestIDs = RequestIDSource()
     public let observer: ServiceObserver
     /// Who may make requests (keys, protected mode), rate limits and CORS origins.
     let access: AccessPolicy
 
-    public init(store: SessionStore, configuration: Configuration = Configuration(), observer: ServiceObserver = ServiceObserver(),
+    public init(store: any SessionStoring, configuration: Configuration = Configuration(), observer: ServiceObserver = ServiceObserver(),
                 access: AccessPolicy = AccessPolicy()) {
         self.store = store
         self.configuration = configuration
@@ -179,8 +184,6 @@ public final class SheetService: HTTPResponder {
         case .invalidHeader(let name, let problem):
             APIError(.invalidHeader, Self.sentence(for: problem, name: name) + " Nothing was changed, and the connection is closed.",
                      field: name)
-        case .malformedChunkedBody:
-            APIError(.malformedChunkedBody, "The chunked body is malformed (a chunk size that is not hexadecimal, or data that does not match it); nothing was changed, and the connection is closed.")
         case .headTooLarge:
             APIError(.headersTooLarge, "The request line and headers are larger than the server accepts; nothing was changed, and the connection is closed.")
         }
@@ -198,7 +201,8 @@ public final class SheetService: HTTPResponder {
     }
 
     public func completed(_ record: HTTPExchangeRecord) {
-        observer.completed(record, route: Route(path: record.head.path)) { tenantForLog(record.head) }
+        let route = Route(path: record.head.path)
+        observer.completed(record, route: route?.index, template: route?.template) { tenantForLog(record.head) }
     }
 
     // MARK: Routing
@@ -258,6 +262,7 @@ public final class SheetService: HTTPResponder {
     @inline(never)
     private func actionAnswer(_ result: ActionResult, action: SheetAction, requestID: String) -> HTTPResponse {
         observer.metrics.recordOutcome(action, result.outcome)
+        observer.metrics.recordEvents(result.chainEvents)
         return sessionResponse(200, Rendering.actionBody(result), version: result.session.sheet.version, requestID: requestID)
     }
 
@@ -284,7 +289,7 @@ public final class SheetService: HTTPResponder {
     }
 
     /// A resume point: digits only, no sign, within 64 bits.
-    static func wholeNumber(_ text: String?, field: String) throws(APIError) -> UInt64? {
+    package static func wholeNumber(_ text: String?, field: String) throws(APIError) -> UInt64? {
         guard let text else { return nil }
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = UInt64(text) else {
             throw APIError.invalidField(field, "\"\(field)\" must be a whole number (an event seq), not \"\(text)\".")

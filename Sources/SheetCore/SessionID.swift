@@ -99,3 +99,19 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
         return (lowPart | highPart) & mask
     }
 }
+
+extension SessionID {
+    /// The bits a store places a session by: the low 32. Every session of one chain has the same
+    /// ones (see `random(inChainOf:)`), so a store that places by them keeps a chain in one place,
+    /// whatever number of places (shards, partitions) it has.
+    public var routingBits: UInt32 { UInt32(truncatingIfNeeded: low) }
+
+    /// A fresh id for a sheet presented over `parent`: the parent's routing bits (and so its
+    /// chain root's), 96 random bits for the rest. A store places the child beside its parent,
+    /// and a change to the whole chain (a cascade) stays a change in one place; 96 random bits
+    /// keep the id as unguessable as any.
+    public static func random(inChainOf parent: SessionID) -> SessionID {
+        let fresh = random()
+        return SessionID(high: fresh.high, low: (fresh.low & ~UInt64(UInt32.max)) | UInt64(parent.routingBits))
+    }
+}

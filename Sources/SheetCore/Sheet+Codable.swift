@@ -50,7 +50,7 @@ extension Sheet {
                           stack: try c.decodeIfPresent([String].self, forKey: .stack),
                           parent: try id(.parent), child: try id(.child))
         } catch let error as RestoreError {
-            let key: CodingKeys = switch error.part {
+            let key: CodingKeys = switch error.part.base {
             case .detent: .detent
             case .presentation: .presentation
             case .dismissReason: .dismissReason
@@ -66,10 +66,29 @@ extension Sheet {
 
     /// Why a stored session cannot be restored: which part breaks which invariant.
     public struct RestoreError: Error, CustomStringConvertible {
-        public enum Part: String, Sendable { case detent, presentation, dismissReason, events, version, containerHeight, stack, child }
+        /// The part at fault; a struct around the package's enum, as `SheetError.Code` is.
+        public struct Part: Hashable, Sendable, CustomStringConvertible {
+            package enum Base: String, Sendable { case detent, presentation, dismissReason, events, version, containerHeight, stack, child }
+            package let base: Base
+            public var description: String { base.rawValue }
+
+            public static let detent = Part(base: .detent)
+            public static let presentation = Part(base: .presentation)
+            public static let dismissReason = Part(base: .dismissReason)
+            public static let events = Part(base: .events)
+            public static let version = Part(base: .version)
+            public static let containerHeight = Part(base: .containerHeight)
+            public static let stack = Part(base: .stack)
+            public static let child = Part(base: .child)
+        }
         public let part: Part
         public let reason: String
-        public var description: String { "\(part.rawValue): \(reason)" }
+        public var description: String { "\(part): \(reason)" }
+
+        init(part: Part.Base, reason: String) {
+            self.part = Part(base: part)
+            self.reason = reason
+        }
     }
 
     /// A stored session from its parts, without a decoder (start-up reads a million of them),

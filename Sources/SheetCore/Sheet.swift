@@ -63,6 +63,8 @@ public struct Sheet: Hashable, Sendable, Codable {
     }
     /// Whether the threshold can intercept at the current height (false when there is none).
     public var thresholdActive: Bool { layout.thresholdActive }
+    /// Presented over another sheet, or covered by one: changed through `SheetChain`.
+    public var isInChain: Bool { links != nil }
     /// Another sheet is presented over this one.
     public var isCovered: Bool { child != nil }
     /// Whether a swipe or a drag to the threshold is intercepted or blocked rather than let through.
@@ -191,6 +193,15 @@ public struct Sheet: Hashable, Sendable, Codable {
     public enum EventsAfter: Hashable, Sendable {
         case events([SheetEvent])
         case expired
+    }
+
+    /// The same sheet remembering only its newest `count` events (at least one): what a store
+    /// that keeps the events apart from the state writes, so a change does not carry the log.
+    public func keepingNewestEvents(_ count: Int) -> Sheet {
+        var copy = self
+        copy.log = EventLog()
+        for event in log.suffix(max(1, count)) { copy.log.append(event) }
+        return copy
     }
 
     /// Pure target choice for a gesture from the current detent at the current height.

@@ -123,6 +123,39 @@ public enum SheetChain {
         return [ChainChange(id: parentID, sheet: parent, events: events)]
     }
 
+    /// `id` and every session presented over it, directly or not, presented or dismissed, in the
+    /// order a store removes them: each session after all of its descendants, `id` last. A
+    /// session's own record names only the child covering it now, so `children` gives every
+    /// session created over a session (the store's index of `parent` links).
+    public static func removalOrder(of id: SessionID, children: (SessionID) -> [SessionID]) -> [SessionID] {
+        var order: [SessionID] = []
+        var seen: Set<SessionID> = [id]
+        // Iterative post-order: a damaged index with a cycle ends at a session already seen.
+        var stack: [(id: SessionID, expanded: Bool)] = [(id, false)]
+        while let (next, expanded) = stack.popLast() {
+            if expanded {
+                order.append(next)
+                continue
+            }
+            stack.append((next, true))
+            for child in children(next) where seen.insert(child).inserted { stack.append((child, false)) }
+        }
+        return order
+    }
+
+    /// The session at the bottom of `id`'s chain: the one its parents lead to that has no parent
+    /// (or whose parent is missing). A chain is the root and every session over it; idle expiry
+    /// removes a chain as one, when none of its sessions has had activity for the time to live.
+    public static func root(of id: SessionID, in sheets: (SessionID) -> Sheet?) -> SessionID {
+        var root = id
+        var steps = 0
+        while steps < maximumDepth, let parent = sheets(root)?.parent, sheets(parent) != nil {
+            root = parent
+            steps += 1
+        }
+        return root
+    }
+
     /// Sheets from the root of `sheet`'s chain up to `sheet`, counting it.
     public static func depth(of sheet: Sheet, in sheets: (SessionID) -> Sheet?) -> Int {
         var depth = 1

@@ -2,6 +2,8 @@ import HTTPServer
 import SessionStore
 import SheetAPI
 import SheetCore
+import SheetObservability
+import SheetJSON
 
 /// Runs fuzz input through sheetd's API layer in-process (no sockets): the JSON body decoders
 /// directly, then the input read as a short script of requests against a fresh in-memory store,
@@ -10,7 +12,8 @@ import SheetCore
 ///
 /// Script format (each part optional): requests separated by a line `%%`; in each, a request
 /// line `METHOD target`, header lines `Name: value`, a blank line, then the body bytes. `$0` and
-/// `$1` in the target stand for the ids of two sessions created before the script runs. The
+/// `$1` in the target and the body stand for the ids of two sessions created before the script
+/// runs (in a body: a sheet presented over one of them, `{"parent":"$0"}`). The
 /// head is reduced the way the HTTP layer hands it over (the target read by `RequestTarget`,
 /// header values cut at a NUL and trimmed), so the service sees only what it can see in production. `Accept:
 /// text/event-stream` is dropped: a stream ends only when the HTTP layer releases its response.
@@ -172,7 +175,10 @@ public final class RequestHarness: Sendable {
             let method = cString(words.first ?? [])
             var target = words.count > 1 ? Array(words[1]) : Array("/".utf8)
             if let version = target.lastIndex(of: 0x20) { target = Array(target[..<version]) } // "path HTTP/1.1"
-            for (index, id) in sessionIDs.enumerated() { target = replace(Array("$\(index)".utf8), with: Array(id.utf8), in: target) }
+            for (index, id) in sessionIDs.enumerated() {
+                target = replace(Array("$\(index)".utf8), with: Array(id.utf8), in: target)
+                body = replace(Array("$\(index)".utf8), with: Array(id.utf8), in: body)
+            }
             let parsed = RequestTarget(raw: String(decoding: target, as: UTF8.self))
             var headers = HTTPHeaders()
             for line in lines.dropFirst() {

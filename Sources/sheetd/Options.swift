@@ -20,6 +20,9 @@ struct Options {
     var logLevel = "info"
     var memory = false
     var dataDirectory = "sheetd-data"
+    /// Whether --data-dir (or SHEETD_DATA_DIR) was given: it cannot go with --database.
+    var dataDirectoryGiven = false
+    var database: String?
     var sync = "normal"
     var check: String?
     var authKeys: String?
@@ -52,9 +55,13 @@ struct Options {
         Flag(name: "idempotency-keys", value: "N", help: "Idempotency-Key answers remembered, oldest forgotten first (default 100000)") { o, v throws(UsageError) in o.idempotencyKeys = try integer(v, "idempotency-keys", 1...100_000_000) },
         Flag(name: "log-format", value: "text|json", help: "request log format on standard error (default text)") { o, v throws(UsageError) in o.logFormat = try choice(v, "log-format", ["text", "json"]) },
         Flag(name: "log-level", value: "LEVEL", help: "debug|info (every request)|warn (4xx, 5xx)|error (5xx, faults)|off (default info)") { o, v throws(UsageError) in o.logLevel = try choice(v, "log-level", ["debug", "info", "warn", "error", "off"]) },
-        Flag(name: "data-dir", value: "PATH", help: "keep sessions in PATH/sheetd.sqlite3, created if missing (default sheetd-data)") { $0.dataDirectory = $1 },
+        Flag(name: "data-dir", value: "PATH", help: "keep sessions in PATH/sheetd.sqlite3, created if missing (default sheetd-data)") { o, v in
+            o.dataDirectory = v
+            o.dataDirectoryGiven = true
+        },
         Flag(name: "sync", value: "normal|full", help: "normal: what was answered survives a crash of sheetd; full: also a power loss (default normal)") { o, v throws(UsageError) in o.sync = try choice(v, "sync", ["normal", "full"]) },
         Flag(name: "memory", value: "", help: "keep sessions in memory only, no --data-dir: lost when the process stops") { o, _ in o.memory = true },
+        Flag(name: "database", value: "URL", help: "keep sessions in PostgreSQL (postgresql://user@host:5432/db), shared by every sheetd given it") { $0.database = $1 },
         Flag(name: "auth-keys", value: "FILE", help: "API keys: lines of \"<tenant> <role> <sha256-hex>\" (see `sheetd keys new`); re-read on SIGHUP") { $0.authKeys = $1 },
         Flag(name: "allow-unauthenticated", value: "", help: "without --auth-keys, serve every address, not only loopback (no key asked)") { o, _ in o.allowUnauthenticated = true },
         Flag(name: "max-sessions-per-tenant", value: "N", help: "sessions one tenant may hold; creating more answers 503 (default: --max-sessions)") { o, v throws(UsageError) in o.maxSessionsPerTenant = try integer(v, "max-sessions-per-tenant", 1...100_000_000) },
@@ -107,6 +114,9 @@ struct Options {
         if (options.tlsCertificate == nil) != (options.tlsKey == nil) {
             throw UsageError(message: "--tls-cert and --tls-key go together: give both (HTTPS) or neither (plain HTTP)")
         }
+        if options.database != nil && (options.memory || options.dataDirectoryGiven) {
+            throw UsageError(message: "--database keeps sessions in PostgreSQL: it cannot be combined with --\(options.memory ? "memory" : "data-dir")")
+        }
         if options.authKeys != nil && options.allowUnauthenticated {
             throw UsageError(message: "--allow-unauthenticated cannot be combined with --auth-keys: with keys, every request needs one")
         }
@@ -155,6 +165,8 @@ struct Options {
         text += "Sessions are durable by default: an answer is sent only once its change is committed to\n"
         text += "--data-dir/sheetd.sqlite3, and a restart carries on where sheetd stopped. Back it up while\n"
         text += "it runs with: sqlite3 sheetd-data/sheetd.sqlite3 \".backup backup.sqlite3\"\n"
+        text += "With --database, any number of sheetd processes serve the same sessions from one PostgreSQL;\n"
+        text += "each migrates the schema at start, and answers 503 store_unavailable while it is unreachable.\n"
         return text
     }
 

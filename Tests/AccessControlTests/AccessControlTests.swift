@@ -13,6 +13,22 @@ import Testing
     }
 }
 
+@Suite struct HexTests {
+    @Test(arguments: [("0aFf", [0x0a, 0xff] as [UInt8]?), ("", []), ("00ff10", [0, 0xff, 0x10]),
+                      ("abc", nil), ("zz", nil), ("0g", nil), (" 0a", nil), ("0a ", nil), (":0:a", nil)])
+    func decodesEvenHexDigitsOnly(text: String, bytes: [UInt8]?) {
+        #expect(Hex.decode(Substring(text)) == bytes)
+    }
+
+    @Test func encodesLowerCaseAndReadsItBack() {
+        let bytes = (0...255).map(UInt8.init)
+        let text = Hex.encode(bytes)
+        #expect(text.hasPrefix("000102") && text.hasSuffix("fdfeff") && text.count == 512)
+        #expect(Hex.decode(Substring(text)) == bytes)
+        #expect(Hex.encode([]) == "")
+    }
+}
+
 @Suite struct KeyFileTests {
     static let digest = KeyDigest(ofKey: "secret".utf8).hex
 

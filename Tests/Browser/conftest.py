@@ -22,12 +22,16 @@ CHROMEDRIVER = os.environ.get("CHROMEDRIVER_BIN", "/usr/bin/chromedriver")
 class API:
     """sheetd's API as the tests read it, to compare with what the page shows."""
 
-    def __init__(self, base_url):
+    def __init__(self, base_url, key=None):
         self.base_url = base_url.rstrip("/")
+        self.key = key
 
     def call(self, method, path, body=None, headers=None):
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers or {})
+        headers = dict(headers or {})
+        if self.key:
+            headers["Authorization"] = f"Bearer {self.key}"
+        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 return response.status, dict(response.headers), response.read()
@@ -55,6 +59,18 @@ def base_url():
     if not url:
         pytest.fail("SHEETD_URL is not set: run these tests through .ci/check-playground, which starts sheetd")
     return url.rstrip("/")
+
+
+@pytest.fixture(scope="session")
+def keyed_server():
+    """A second sheetd that requires API keys, and a key of role app (SHEETD_KEYED_URL, SHEETD_KEY)."""
+    url, key = os.environ.get("SHEETD_KEYED_URL"), os.environ.get("SHEETD_KEY")
+    if os.environ.get("SHEETD_KEYED_SKIP") and not (url and key):
+        # Only when testing a server given by address (.ci/check-playground URL) without one.
+        pytest.skip(os.environ["SHEETD_KEYED_SKIP"])
+    if not url or not key:
+        pytest.fail("SHEETD_KEYED_URL and SHEETD_KEY are not set: run these tests through .ci/check-playground")
+    return url.rstrip("/"), key
 
 
 @pytest.fixture(scope="session")

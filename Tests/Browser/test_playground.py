@@ -79,7 +79,25 @@ def assert_in_sync(driver, api, session_id, after=0):
     assert dialog.is_displayed() == (session["phase"] == "confirming")
     if "dimmed" in session:
         assert by_testid(driver, "dimming").get_attribute("data-dimmed") == json.dumps(session["dimmed"])
+    assert_part2_state(driver, session)
     return session
+
+
+def assert_part2_state(driver, session):
+    """The sheet's unsaved-changes flag, container, detent heights and navigation stack as the
+    page shows them equal the API's (each where the session carries it)."""
+    sheet = by_testid(driver, "sheet")
+    if "hasChanges" in session:
+        assert sheet.get_attribute("data-has-changes") == json.dumps(session["hasChanges"])
+        assert by_testid(driver, "changes-badge").get_property("hidden") != session["hasChanges"]
+    if "containerHeight" in session:
+        assert float(by_testid(driver, "phone").get_attribute("data-container-height")) == session["containerHeight"]
+    for detent, height in session.get("heights", {}).items():
+        assert float(by_testid(driver, f"marker-{detent}").get_attribute("data-height")) == height, detent
+    if session.get("stack"):
+        # By their content, not as shown: a dismissed sheet is drawn below the phone's edge.
+        assert by_testid(driver, "sheet-title").get_property("textContent") == session["stack"][-1]
+        assert by_testid(driver, "nav-back").get_property("hidden") == (len(session["stack"]) < 2)
 
 
 def wait_settled(driver):

@@ -128,8 +128,9 @@ struct HelperTests {
         #expect(wholeSecondsRoundedUp(.seconds(30)) == 30)
         #expect(wholeSecondsRoundedUp(.milliseconds(1500)) == 2)
         #expect(wholeSecondsRoundedUp(.zero) == 1)
-        #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(30)) == .seconds(1))
-        #expect(HTTPServer.sweepInterval(deadline: .milliseconds(100), connectionTimeout: .seconds(30)) == .milliseconds(10))
-        #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(1)) == .milliseconds(100))
+        #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(30), lingerTime: .seconds(30)) == .seconds(1))
+        #expect(HTTPServer.sweepInterval(deadline: .milliseconds(100), connectionTimeout: .seconds(30), lingerTime: .seconds(5)) == .milliseconds(10))
+        #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(1), lingerTime: .seconds(5)) == .milliseconds(100))
+        #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(30), lingerTime: .seconds(2)) == .milliseconds(200))
     }
 }

@@ -67,7 +67,7 @@ struct SessionStoreTests {
         let code = await refusal { () async throws(StoreError) in
             try await store.apply(.drag(.detent(.height(777))), to: created.id, of: me, ifMatch: 1)
         }
-        guard case .sheet(let sheetError)? = code else { Issue.record("got \(String(describing: code))"); return }
+        guard case .sheet(let sheetError)? = code?.base else { Issue.record("got \(String(describing: code))"); return }
         #expect(sheetError.code == .unknownDetent)
     }
 

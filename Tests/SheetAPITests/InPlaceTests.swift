@@ -1,6 +1,8 @@
 import HTTPServer
 import SessionStore
 import SheetAPI
+import SheetJSON
+import SheetObservability
 import Testing
 
 /// Which requests `SheetService.respondInPlace` answers on the calling thread (the HTTP layer's

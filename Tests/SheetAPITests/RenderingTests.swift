@@ -3,6 +3,8 @@ import SessionStore
 import SheetCore
 import Testing
 @testable import SheetAPI
+import SheetJSON
+import SheetObservability
 
 /// The hand-written JSON of the API must be exactly what SheetCore's Codable conformances say.
 @Suite("Rendering matches Codable")
@@ -52,7 +54,34 @@ struct RenderingTests {
             var writer = JSONWriter()
             Rendering.event(event, into: &writer)
             #expect(Self.parse(writer.bytes) == (try Self.encoded(event)), "\(String(decoding: writer.bytes, as: UTF8.self))")
-            #expect(Self.parse(Array(event.jsonText.utf8)) == (try Self.encoded(event)))
+            try Self.expectArchiveTextMatchesCodable(event)
+        }
+    }
+
+    /// What the archive stores for an event (`Rendering.eventText`) against JSONEncoder (what
+    /// `encode(to:)` gives): the same document, and it decodes back to the same event.
+    static func expectArchiveTextMatchesCodable(_ event: SheetEvent) throws {
+        let text = Rendering.eventText(event)
+        #expect(parse(Array(text.utf8)) == (try encoded(event)), "\(text)")
+        #expect(try JSONDecoder().decode(SheetEvent.self, from: Data(text.utf8)) == event, "\(text)")
+    }
+
+    @Test func archiveTextOfGestureEventsDecodesBack() throws {
+        let t0 = Timestamp(millisecondsSince1970: 1_764_422_931_123)
+        let gestures = [
+            GestureResolution(releasedHeight: 744, projectedHeight: 128.234, target: .detent(.fraction(0.25))),
+            GestureResolution(releasedHeight: -0.1, projectedHeight: 1e300, target: .closed),
+        ]
+        for gesture in gestures {
+            try Self.expectArchiveTextMatchesCodable(SheetEvent(seq: .max, at: t0, kind: .intercepted(attempted: .closed, restoredTo: .large), gesture: gesture))
+        }
+        for step in 0..<300 {
+            var sheet = Sheet(configuration: try SheetConfiguration(detents: [.fraction(0.3), .medium, .large]), now: t0)
+            let translation = Double(step * 6_661 % 2_000_001) / 1000 - 1000
+            let velocity = Double(step * 7_919 % 20_001) / 7 - 1500
+            guard let outcome = try? sheet.apply(.gesture(DragGesture(translation: translation, velocity: velocity)),
+                                                 now: Timestamp(millisecondsSince1970: 1_764_422_932_123)) else { continue }
+            for event in outcome.events { try Self.expectArchiveTextMatchesCodable(event) }
         }
     }
 
@@ -152,16 +181,19 @@ struct SessionIDTests {
 
 @Suite("Metrics labels")
 struct MetricsLabelTests {
+    /// The metrics of a service as sheetd makes it: labelled by the route table.
+    let metrics = ServiceObserver(level: .off, log: LogSink { _ in }).metrics
+
     @Test(arguments: ["/sessions", "/sessions/x", "/sessions/x/drag", "/sessions/x/confirm", "/sessions/x/dismiss",
                       "/sessions/x/present", "/sessions/x/events", "/healthz", "/metrics", "/openapi.yaml"])
     func routeIndexMatchesTemplate(_ path: String) throws {
         let route = try #require(Route(path: path))
-        #expect(Metrics.routes[route.index] == route.template)
+        #expect(metrics.routes[route.index] == route.template)
     }
 
     @Test func everyRouteHasItsLabelAndUnmatchedIsLast() {
-        #expect(Metrics.routes == RouteTable.entries.map(\.template) + ["unmatched"])
-        #expect(Set(Metrics.routes).count == Metrics.routes.count, "two routes share a template")
+        #expect(metrics.routes == RouteTable.entries.map(\.template) + ["unmatched"])
+        #expect(Set(metrics.routes).count == metrics.routes.count, "two routes share a template")
     }
 
     @Test func everyErrorStatusIsCountedAsItself() {
@@ -174,10 +206,10 @@ struct MetricsLabelTests {
     @Test func everyRoutedMethodIsCountedAsItself() {
         for entry in RouteTable.entries {
             for method in entry.allowedMethods {
-                #expect(Metrics.methods[Metrics.methodIndex(method)] == method)
+                #expect(metrics.methods[metrics.methodIndex(method)] == method)
             }
         }
-        #expect(Metrics.methods[Metrics.methodIndex("PATCH")] == "OTHER")
+        #expect(metrics.methods[metrics.methodIndex("PATCH")] == "OTHER")
     }
 }
 

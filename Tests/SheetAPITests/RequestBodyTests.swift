@@ -1,6 +1,8 @@
 import SheetCore
 import Testing
 @testable import SheetAPI
+import SheetJSON
+import SheetObservability
 
 /// The JSON decoder of request bodies: malformed input of every kind is a 400, never a crash.
 @Suite("Request bodies")
@@ -12,7 +14,7 @@ struct RequestBodyTests {
     func malformedJSONIsInvalidJSON(_ text: String) {
         #expect(throws: APIError.self) { try RequestBodies.drag(Array(text.utf8)) }
         do { _ = try RequestBodies.drag(Array(text.utf8)) } catch {
-            #expect(error.code == .invalidJSON || error.code == .invalidField, "\(text): \(error.code)")
+            #expect(error.code == .service(.invalidJSON) || error.code == .sheet(.invalidField), "\(text): \(error.code)")
         }
     }
 
@@ -31,7 +33,7 @@ struct RequestBodyTests {
     @Test func deepNestingIsRefusedBeforeParsing() {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         do { _ = try RequestBodies.drag(Array(deep.utf8)); Issue.record("accepted") } catch {
-            #expect(error.code == .invalidJSON)
+            #expect(error.code == .service(.invalidJSON))
             #expect(error.message.contains("nesting"))
         }
         let object = "{\"to\":" + String(repeating: "{\"a\":", count: 40) + "1" + String(repeating: "}", count: 40) + "}"
@@ -41,7 +43,7 @@ struct RequestBodyTests {
     @Test func hugeNumbersAreFieldErrors() {
         for text in ["{\"translation\":1e308}", "{\"translation\":123456789012345678901234567890}", "{\"translation\":-100000.5}"] {
             do { _ = try RequestBodies.drag(Array(text.utf8)); Issue.record("accepted \(text)") } catch {
-                #expect(error.code == .invalidField)
+                #expect(error.code == .sheet(.invalidField))
                 #expect(error.field == "translation")
             }
         }

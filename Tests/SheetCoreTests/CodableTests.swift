@@ -134,35 +134,6 @@ func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
         #expect(try decode(SheetEvent.self, try encoded(event)) == event)
     }
 
-    /// `jsonText` (what the archive stores) against JSONEncoder (what `encode(to:)` gives): the
-    /// same document, and it decodes back to the same event.
-    static func expectJSONTextMatchesCodable(_ event: SheetEvent) throws {
-        let plain = JSONEncoder()
-        let viaEncoder = String(decoding: try plain.encode(event), as: UTF8.self)
-        #expect(try parse(event.jsonText) == parse(viaEncoder), "\(event.jsonText) vs \(viaEncoder)")
-        #expect(try decode(SheetEvent.self, event.jsonText) == event)
-    }
-
-    @Test(arguments: eventRows)
-    func jsonTextIsTheCodableJSON(kind: SheetEvent.Kind, fields: String) throws {
-        try Self.expectJSONTextMatchesCodable(SheetEvent(seq: 3, at: t0, kind: kind))
-        try Self.expectJSONTextMatchesCodable(SheetEvent(seq: .max, at: tick(99), kind: kind, gesture: GestureResolution(
-            releasedHeight: 744, projectedHeight: 128.234, target: .detent(.fraction(0.25)))))
-        try Self.expectJSONTextMatchesCodable(SheetEvent(seq: 1, at: t0, kind: kind, gesture: GestureResolution(
-            releasedHeight: -0.1, projectedHeight: 1e300, target: .closed)))
-    }
-
-    @Test func jsonTextOfEveryGestureEvent() throws {
-        var random = SplitMix64(seed: 8)
-        for _ in 0..<300 {
-            var sheet = Sheet(configuration: try seedConfiguration(), now: t0)
-            let gesture = DragGesture(translation: Double(random.next() % 2_000_001) / 1000 - 1000,
-                                      velocity: Double(random.next() % 20_001) / 7 - 1500)
-            guard let outcome = try? sheet.apply(.gesture(gesture), now: tick(1)) else { continue }
-            for event in outcome.events { try Self.expectJSONTextMatchesCodable(event) }
-        }
-    }
-
     @Test func gestureRidesOnTheEvent() throws {
         var sheet = Sheet(configuration: try seedConfiguration(), now: t0)
         let out = mustApply(&sheet, .gesture(DragGesture(translation: 100, velocity: 1234)), at: tick(1))

@@ -279,13 +279,14 @@
     const chain = $("chain");
     chain.replaceChildren();
     chain.hidden = !session.parent && !session.child;
-    if (session.parent) chain.append(chainLink("Show the sheet below", session.parent));
-    if (session.child) chain.append(chainLink("Show the sheet on top", session.child));
+    if (session.parent) chain.append(chainLink("Show the sheet below", session.parent, "chain-parent"));
+    if (session.child) chain.append(chainLink("Show the sheet on top", session.child, "chain-child"));
   }
 
-  function chainLink(text, id) {
+  function chainLink(text, id, testid) {
     const button = document.createElement("button");
     button.type = "button";
+    button.dataset.testid = testid;
     button.textContent = `${text} (${id})`;
     button.addEventListener("click", () => switchTo(id));
     return button;
@@ -318,6 +319,11 @@
     state.placed = false;
     state.lastSeq = 0;
     $("event-log").replaceChildren();
+    const gap = $("events-gap");
+    gap.hidden = true;
+    gap.textContent = "";
+    delete gap.dataset.from;
+    delete gap.dataset.to;
     const setup = state.setupQuery ? `${state.setupQuery}&` : "";
     history.replaceState(null, "", `/playground?${setup}session=${encodeURIComponent(session.id)}`);
     render();
@@ -652,13 +658,44 @@
 
   async function recoverStream(id, generation) {
     if (generation !== state.generation) return;
-    const read = await api("GET", sessionPath(id));
+    // The same resume point as a plain read says why the stream was refused.
+    const read = await api("GET", eventsURL(id, state.lastSeq));
     if (generation !== state.generation) return;
-    if (!read.ok) {
+    if (!read.ok && read.error.code === "events_expired") {
+      if (!(await skipExpired(id, generation))) return;
+    } else if (!read.ok) {
       report("event stream", read);
       if (read.status !== 0 && read.status !== 503) return;
     }
     openStream(id);
+  }
+
+  /**
+   * sheetd keeps only a session's newest events (410 events_expired for a resume point older
+   * than those): the page goes on from the session's version, as sheetd's answer says to, and
+   * says which events it cannot show. True if the stream can be opened again.
+   */
+  async function skipExpired(id, generation) {
+    const read = await api("GET", sessionPath(id));
+    if (generation !== state.generation) return false;
+    if (!read.ok) {
+      report("event stream", read);
+      return false;
+    }
+    showGap(state.lastSeq + 1, read.body.version);
+    apply(read.body);
+    return true;
+  }
+
+  /** Events `from`…`to` will not be in the log: says so above it, and resumes after them. */
+  function showGap(from, to) {
+    if (to < from) return;
+    const gap = $("events-gap");
+    if (!gap.dataset.from) gap.dataset.from = String(from);
+    gap.dataset.to = String(to);
+    gap.hidden = false;
+    gap.textContent = `Events ${gap.dataset.from}–${to} are no longer kept by sheetd (it keeps a session's newest events only); the log goes on from event ${to + 1}.`;
+    state.lastSeq = Math.max(state.lastSeq, to);
   }
 
   function fetchStream(id, generation) {
@@ -675,6 +712,10 @@
             const text = await response.text();
             let error;
             try { error = JSON.parse(text).error; } catch { error = { code: `http_${response.status}`, message: text.slice(0, 300) }; }
+            if (error.code === "events_expired") {
+              if (await skipExpired(id, generation)) continue;
+              return;
+            }
             if (response.status === 401) askForKey(error.message);
             report("event stream", { ok: false, status: response.status, error });
             streamState("closed");
@@ -734,7 +775,11 @@
   /** Events the stream skipped (a type this page does not listen for), read from the API. */
   async function recoverGap(before, generation) {
     const read = await api("GET", eventsURL(state.session.id, state.lastSeq));
-    if (!read.ok || generation !== state.generation) return;
+    if (generation !== state.generation) return;
+    if (!read.ok) {
+      if (read.error.code === "events_expired") showGap(state.lastSeq + 1, before - 1);
+      return;
+    }
     for (const event of read.body.events) {
       if (event.seq >= before || event.seq <= state.lastSeq) continue;
       append(JSON.stringify(event), event, true);

@@ -1,6 +1,7 @@
 @testable import HTTPServer
 import Synchronization
 import Testing
+import Timekeeping
 
 @Suite("HTTPServer over real sockets", .serialized)
 struct ServerTests {
@@ -264,38 +265,38 @@ struct ServerTests {
 
     @Test("a slow responder does not hold up fast requests")
     func slowDoesNotBlockFast() async throws {
-        try await withServer { _, port, _ in
-            let started = ContinuousClock.now
-            async let slow = onThread { try RawHTTPClient(port: port).roundTrip("GET", "/slow?ms=1500") }
-            try await Task.sleep(for: .milliseconds(50))
-            let fastDone = try await onThread {
-                let client = try RawHTTPClient(port: port)
-                for _ in 0..<50 {
-                    guard try client.roundTrip("GET", "/echo").status == 200 else { return -1.0 }
-                }
-                return milliseconds(since: started)
+        // The slow request is answered only when its deadline passes on the manual clock, which
+        // the test moves after the fast ones are all answered: they were not held up by it.
+        let clock = ManualClock()
+        try await withServer(ClockedRulesTests.configure(clock)) { _, port, probe in
+            let slowAnswered = Counter()
+            async let slow = onThread {
+                defer { slowAnswered.increment() }
+                return try RawHTTPClient(port: port, receiveTimeout: 30).roundTrip("GET", "/slow?ms=600000")
             }
-            let slowResponse = try await slow
-            let slowDone = milliseconds(since: started)
-            #expect(slowResponse.status == 200)
-            #expect(fastDone > 0 && fastDone < 1200)
-            #expect(slowDone >= 1500)
+            #expect(await probe.wait(for: .seconds(20)) { $0.respondCalls == 1 })
+            let fastStatuses = try await onThread {
+                let client = try RawHTTPClient(port: port)
+                return try (0..<50).map { _ in try client.roundTrip("GET", "/echo").status }
+            }
+            #expect(fastStatuses == Array(repeating: 200, count: 50))
+            #expect(slowAnswered.value == 0, "the slow request was answered before the fast ones were done")
+            clock.advance(by: .seconds(5))
+            #expect(try await slow.status == 503)
         }
     }
 
     @Test("a responder past suspendedRequestDeadline gets 503, the connection stays usable")
     func suspensionDeadline() async throws {
         try await withServer({ $0.suspendedRequestDeadline = .milliseconds(300) }) { _, port, _ in
-            let (late, next, elapsed) = try await onThread {
-                let client = try RawHTTPClient(port: port)
-                let started = ContinuousClock.now
-                let late = try client.roundTrip("GET", "/slow?ms=3000")
-                let elapsed = milliseconds(since: started)
+            // Ten minutes: only the deadline can answer it (its exact timing is ClockedRulesTests').
+            let (late, next) = try await onThread {
+                let client = try RawHTTPClient(port: port, receiveTimeout: 30)
+                let late = try client.roundTrip("GET", "/slow?ms=600000")
                 let next = try client.roundTrip("GET", "/echo")
-                return (late, next, elapsed)
+                return (late, next)
             }
             #expect(late.status == 503)
-            #expect(elapsed < 1500)
             #expect(next.status == 200)
         }
     }

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Synchronization
 import Testing
+import Timekeeping
 
 @Suite("Streams and shutdown", .serialized)
 struct StreamAndShutdownTests {
@@ -79,8 +80,12 @@ struct StreamAndShutdownTests {
     }
 
     /// A started server the test shuts down itself (`withServer` would do it after the body).
-    static func startServer() throws -> (HTTPServer, Int, Probe) {
+    /// A server whose shutdown grace runs on `clock`: the tests never move it, so a shutdown
+    /// that returns did so without waiting out its grace.
+    static func startServer(clock: ManualClock) throws -> (HTTPServer, Int, Probe) {
         var configuration = HTTPServerConfiguration()
+        configuration.clock = clock
+        configuration.inactivityTimeout = .seconds(3600)
         configuration.port = 0
         configuration.errorLog = { _ in }
         let probe = Probe()
@@ -90,7 +95,8 @@ struct StreamAndShutdownTests {
 
     @Test("shutdown lets requests in flight finish, then stops accepting")
     func shutdownInFlight() async throws {
-        let (server, port, probe) = try Self.startServer()
+        let clock = ManualClock()
+        let (server, port, probe) = try Self.startServer(clock: clock)
         let results = Locked<[Int]>([])
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
@@ -99,10 +105,11 @@ struct StreamAndShutdownTests {
                     results.withLock { $0.append(status) }
                 }
             }
-            #expect(await probe.wait { $0.respondCalls == 8 })
-            let started = ContinuousClock.now
-            await server.shutdown(grace: .seconds(3))
-            #expect(milliseconds(since: started) < 2000)
+            #expect(await probe.wait(for: .seconds(20)) { $0.respondCalls == 8 })
+            // The grace never passes (manual clock): shutdown returns once the requests are done.
+            let (stopped, byItself) = await shutdown(server, grace: .seconds(3), clock: clock)
+            #expect(stopped)
+            #expect(byItself, "shutdown waited for its grace to pass")
             try await group.waitForAll()
         }
         #expect(results.withLock { $0 } == Array(repeating: 200, count: 8))
@@ -112,21 +119,24 @@ struct StreamAndShutdownTests {
 
     @Test("shutdown answers 503 to requests still suspended after the grace")
     func shutdownPastGrace() async throws {
-        let (server, port, probe) = try Self.startServer()
-        async let slow = onThread { try RawHTTPClient(port: port).roundTrip("GET", "/slow?ms=10000") }
-        #expect(await probe.wait { $0.respondCalls == 1 })
-        let started = ContinuousClock.now
-        await server.shutdown(grace: .milliseconds(200))
-        let elapsed = milliseconds(since: started)
+        let clock = ManualClock()
+        let (server, port, probe) = try Self.startServer(clock: clock)
+        // Ten minutes: only the end of the grace can answer it.
+        async let slow = onThread { try RawHTTPClient(port: port, receiveTimeout: 30).roundTrip("GET", "/slow?ms=600000") }
+        #expect(await probe.wait(for: .seconds(20)) { $0.respondCalls == 1 })
+        async let stopped = shutdown(server, grace: .milliseconds(200), clock: clock)
+        #expect(await Probe().wait(for: .seconds(20)) { _ in clock.sleeperCount == 1 })
+        clock.advance(by: .milliseconds(200))
+        #expect(await stopped.byItself, "shutdown did not end when its grace had passed")
         let response = try await slow
         #expect(response.status == 503)
         #expect(response.header("Connection")?.lowercased() == "close")
-        #expect(elapsed < 1500)
     }
 
     @Test("shutdown ends open streams (clients see the final chunk) and runs onClose")
     func shutdownStreams() async throws {
-        let (server, port, probe) = try Self.startServer()
+        let clock = ManualClock()
+        let (server, port, probe) = try Self.startServer(clock: clock)
         let ready = Counter()
         async let idle = onThread {
             let client = try RawHTTPClient(port: port)
@@ -151,11 +161,9 @@ struct StreamAndShutdownTests {
             }
             return chunks
         }
-        let end = ContinuousClock.now + .seconds(5)
-        while ready.value < 2 && ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(10)) }
-        let started = ContinuousClock.now
-        await server.shutdown(grace: .seconds(5))
-        #expect(milliseconds(since: started) < 1500)
+        #expect(await Probe().wait(for: .seconds(20)) { _ in ready.value == 2 })
+        // The grace never passes (manual clock): shutdown returns once it has ended the streams.
+        #expect(await shutdown(server, grace: .seconds(5), clock: clock).byItself, "shutdown waited for its grace to pass")
         #expect(try await idle == ": hello\n\n")
         #expect(try await busy >= 3)
         #expect(await probe.wait { Set($0.streamsClosed) == ["idle", "busy"] })
@@ -163,17 +171,17 @@ struct StreamAndShutdownTests {
 
     @Test("shutdown does not wait its grace for a stream whose client stopped reading")
     func shutdownStalledStream() async throws {
-        let (server, port, probe) = try Self.startServer()
+        let clock = ManualClock()
+        let (server, port, probe) = try Self.startServer(clock: clock)
         let box = try await onThread {
             let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
             try client.send(RawHTTPClient.request("GET", "/flood?id=stalled"))
             return ClientBox(client)
         }
-        // Let the buffers fill: the client never reads.
-        try await Task.sleep(for: .milliseconds(300))
-        let started = ContinuousClock.now
-        await server.shutdown(grace: .seconds(5))
-        #expect(milliseconds(since: started) < 2000)
+        // The client never reads: wait until the writes back up (16 queued).
+        #expect(await probe.wait(for: .seconds(20)) { $0.streamsBackedUp.contains("stalled") })
+        // The grace never passes (manual clock): shutdown returns without waiting it out.
+        #expect(await shutdown(server, grace: .seconds(5), clock: clock).byItself, "shutdown waited for its grace to pass")
         #expect(await probe.wait { $0.streamsClosed.contains("stalled") })
         _ = box
     }

@@ -2,6 +2,7 @@
 import Locking
 import Synchronization
 import Testing
+import Timekeeping
 
 /// What the test responder saw (streams closed, exchanges completed).
 final class Probe: Sendable {
@@ -11,6 +12,8 @@ final class Probe: Sendable {
         var respondCalls = 0
         /// Streams of `/held-stream`, by id: the test writes and finishes them itself.
         var heldStreams: [String: HTTPStream] = [:]
+        /// `/flood` streams whose writes backed up (the client does not read).
+        var streamsBackedUp: Set<String> = []
     }
 
     let state = LockedValue(State())
@@ -18,6 +21,7 @@ final class Probe: Sendable {
     var streamsClosed: [String] { state.withLock { $0.streamsClosed } }
     var records: [HTTPExchangeRecord] { state.withLock { $0.records } }
     var respondCalls: Int { state.withLock { $0.respondCalls } }
+    var streamsBackedUp: Set<String> { state.withLock { $0.streamsBackedUp } }
     func heldStream(_ id: String) -> HTTPStream? { state.withLock { $0.heldStreams[id] } }
 
     /// Polls `condition` for up to `timeout`.
@@ -102,7 +106,12 @@ struct TestResponder: HTTPResponder {
             let chunk = [UInt8](repeating: UInt8(ascii: "f"), count: 64 * 1024)
             Task {
                 while !stream.isClosed {
-                    if stream.pendingWrites < 16 { stream.write(chunk) } else { try? await Task.sleep(for: .milliseconds(2)) }
+                    if stream.pendingWrites < 16 {
+                        stream.write(chunk)
+                    } else {
+                        probe.state.withLock { _ = $0.streamsBackedUp.insert(id) }
+                        try? await Task.sleep(for: .milliseconds(2))
+                    }
                 }
             }
             return HTTPResponse(status: 200, body: .stream(stream))
@@ -130,29 +139,56 @@ struct TestResponder: HTTPResponder {
     }
 }
 
-/// Starts a server on 127.0.0.1 port 0, runs `body`, shuts it down.
-func withServer(
-    _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
-    probe: Probe = Probe(),
-    _ body: (HTTPServer, Int, Probe) async throws -> Void
-) async throws {
+/// A test server, not started yet: 127.0.0.1 port 0, a 5 s connection timeout and no error log,
+/// then whatever `configure` changes; it answers with `TestResponder`.
+func makeTestServer(_ configure: (inout HTTPServerConfiguration) -> Void = { _ in }, probe: Probe = Probe()) -> HTTPServer {
     var configuration = HTTPServerConfiguration()
     configuration.host = "127.0.0.1"
     configuration.port = 0
     configuration.connectionTimeout = .seconds(5)
     configuration.errorLog = { _ in }
     configure(&configuration)
-    let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+    return HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
+}
+
+/// Starts a server on 127.0.0.1 port 0, runs `body`, shuts it down.
+func withServer(
+    _ configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    probe: Probe = Probe(),
+    _ body: (HTTPServer, Int, Probe) async throws -> Void
+) async throws {
+    let server = makeTestServer(configure, probe: probe)
     let port = try server.start()
     #expect(port > 0)
     #expect(server.boundPort == port)
     do {
         try await body(server, port, probe)
     } catch {
-        await server.shutdown(grace: .milliseconds(100))
+        await shutdown(server, grace: .milliseconds(100), clock: server.configuration.clock)
         throw error
     }
-    await server.shutdown(grace: .seconds(1))
+    await shutdown(server, grace: .seconds(1), clock: server.configuration.clock)
+}
+
+/// Shuts `server` down. On a `ManualClock` nothing ends the grace by itself, so a shutdown that
+/// waits for it would wait forever: one still running after 20 s (real time, which only ends a
+/// failure) gets the clock moved past each deadline it sleeps on until it returns. `byItself`:
+/// it returned without that (what a test of "shutdown does not wait its grace" expects).
+@discardableResult
+func shutdown(_ server: HTTPServer, grace: Duration, clock: any ServiceClock) async -> (stopped: Bool, byItself: Bool) {
+    guard let manual = clock as? ManualClock else { return (await server.shutdown(grace: grace), true) }
+    let returned = Counter()
+    let stopping = Task {
+        let stopped = await server.shutdown(grace: grace)
+        returned.increment()
+        return stopped
+    }
+    let byItself = await Probe().wait(for: .seconds(20)) { _ in returned.value == 1 }
+    while returned.value == 0 {
+        manual.advance(by: grace + .seconds(10))
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return (await stopping.value, byItself)
 }
 
 final class Counter: Sendable {

@@ -190,9 +190,14 @@ struct AccessOperationsTests {
         (["--auth-keys", "/k", "--allow-unauthenticated"], "cannot be combined"),
         (["--cors-origin", "*"], "--cors-origin must be an origin"),
         (["--rate-limit", "-1"], "--rate-limit must be"),
+        (["--database", "postgresql://sheetd@127.0.0.1:1/sheetd", "--memory"], "cannot be combined with --memory"),
+        (["--database", "postgresql://sheetd@127.0.0.1:1/sheetd", "--data-dir", "/nonexistent"], "cannot be combined with --data-dir"),
     ])
     func usageErrors(arguments: [String], words: String) throws {
-        let run = try runSheetd(arguments + ["--port", "0", "--memory"])
+        // A usage error stops start-up before any store opens; the store flag is the test's own
+        // where it names one, --memory otherwise.
+        let storeGiven = arguments.contains { ["--memory", "--data-dir", "--database"].contains($0) }
+        let run = try runSheetd(arguments + ["--port", "0"] + (storeGiven ? [] : ["--memory"]))
         #expect(run.status == 2)
         #expect(run.stderr.contains(words), "\(run.stderr)")
     }

@@ -21,7 +21,7 @@ struct DurabilityTests {
     }
 
     static func same(_ a: [[String: Any]], _ b: [[String: Any]]) -> Bool {
-        a.count == b.count && zip(a, b).allSatisfy { NSDictionary(dictionary: $0).isEqual(to: $1) }
+        a.count == b.count && zip(a, b).allSatisfy { canonicalJSON($0) == canonicalJSON($1) }
     }
 
     // MARK: Restart
@@ -84,11 +84,12 @@ struct DurabilityTests {
 
     // MARK: Crash
 
-    /// 64 connections of creates, drags, confirms, presents and dismisses, each with an
-    /// Idempotency-Key; `kill -9` at a random moment; restart on the same directory. Every
-    /// acknowledged action must be there, every session must equal a local replay of exactly the
-    /// actions it acknowledged (plus, at most, the one it had in flight), and retrying the action
-    /// in flight with its key must apply it exactly once.
+    /// 64 connections of creates, drags, confirms, presents and dismisses, and the app's own
+    /// actions (changes, select, resize, navigate), each with an Idempotency-Key; `kill -9` at a
+    /// random moment; restart on the same directory. Every acknowledged action must be there,
+    /// every session must equal a local replay of exactly the actions it acknowledged (plus, at
+    /// most, the one it had in flight), and retrying the action in flight with its key must apply
+    /// it exactly once.
     @Test func everyAcknowledgedActionSurvivesKill9() async throws {
         try await offPool { try Self.killNineRounds() }
     }
@@ -133,25 +134,12 @@ struct DurabilityTests {
 
     /// Runs sheetd on `directory` and returns its exit status and standard error.
     static func runToExit(_ directory: String) throws -> (status: Int32, stderr: String) {
-        let process = Process()
-        process.executableURL = SheetdProcess.binary
-        process.arguments = ["--data-dir", directory, "--port", "0"]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.runTiedToTestProcess()
-        let deadline = Date().addingTimeInterval(15)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
+        do {
+            let run = try runToEnd(SheetdProcess.binary, ["--data-dir", directory, "--port", "0"], within: 15)
+            return (run.status, run.stderr)
+        } catch {
             return (-1, "still running")
         }
-        // Let Foundation observe the exit itself (instant now): a Process whose end was only seen
-        // through isRunning stays in a retain cycle, which LeakSanitizer reports (.ci/sanitizers).
-        process.waitUntilExit()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (process.terminationStatus, text)
     }
 
     /// Runs `sql` on the SQLite file at `path`, as another program would.
@@ -278,6 +266,8 @@ final class CrashClient: @unchecked Sendable {
 
     /// Mostly what the sheet's phase allows (drags while presented, confirms while confirming,
     /// present when dismissed), sometimes anything (a 409 is an answer too), now and then a create.
+    /// While presented, also the app's actions: unsaved changes on and off, a detent selected, the
+    /// container resized (rotation), a screen pushed or popped.
     private func next(using generator: inout SystemRandomNumberGenerator) -> Request {
         sent += 1
         let key = "r\(round)-c\(number)-\(sent)"
@@ -292,6 +282,11 @@ final class CrashClient: @unchecked Sendable {
         case (_, 0): action = .present
         case (_, 1): action = .confirm(.cancel)
         case (.presented, 2): action = .dismiss(.done)
+        case (.presented, 3): action = .changes(hasChanges: Bool.random(using: &generator))
+        case (.presented, 4): action = .select([Detent.medium, .large][Int.random(in: 0..<2, using: &generator)])
+        case (.presented, 5): action = .resize(containerHeight: [844, 390, 600][Int.random(in: 0..<3, using: &generator)])
+        case (.presented, 6):
+            action = .navigate(Bool.random(using: &generator) ? .push("screen\(sent % 4)") : .pop(Int.random(in: 1...2, using: &generator)))
         case (.presented, _):
             action = .drag(.detent([Detent.medium, .large, .height(300)][Int.random(in: 0..<3, using: &generator)]))
         case (.confirming, _): action = .confirm(Bool.random(using: &generator) ? .cancel : .discard)
@@ -302,7 +297,12 @@ final class CrashClient: @unchecked Sendable {
         case .drag(let target): ("drag", #"{"to":"\#(target)"}"#)
         case .confirm(let answer): ("confirm", #"{"action":"\#(answer.rawValue)"}"#)
         case .dismiss(let reason): ("dismiss", #"{"reason":"\#(reason.rawValue)"}"#)
-        case .present, .gesture, .changes, .select, .resize, .navigate: ("present", "{}")
+        case .changes(let hasChanges): ("changes", #"{"hasChanges":\#(hasChanges)}"#)
+        case .select(let detent): ("select", #"{"detent":"\#(detent)"}"#)
+        case .resize(let height): ("resize", #"{"containerHeight":\#(Int(height))}"#)
+        case .navigate(.push(let screen)): ("navigate", #"{"push":"\#(screen)"}"#)
+        case .navigate(.pop(let count)): ("navigate", #"{"pop":\#(count)}"#)
+        case .present, .gesture: ("present", "{}")
         }
         return Request(method: "POST", path: "/sessions/\(id)/\(route)", body: body, key: key, session: index, action: action)
     }
@@ -374,7 +374,7 @@ final class CrashClient: @unchecked Sendable {
             let stored = DurabilityTests.events(try client.request("GET", "/sessions/\(session.id)/events"))
             let bySeq = Dictionary(stored.compactMap { event in (event["seq"] as? Int).map { ($0, event) } }) { a, _ in a }
             for told in session.told {
-                guard let seq = told["seq"] as? Int, let event = bySeq[seq], NSDictionary(dictionary: event).isEqual(to: told) else {
+                guard let seq = told["seq"] as? Int, let event = bySeq[seq], canonicalJSON(event) == canonicalJSON(told) else {
                     problems.append("\(session.id): acknowledged event \(told) is missing or different")
                     continue
                 }
@@ -390,12 +390,17 @@ final class CrashClient: @unchecked Sendable {
                 return event
             }
             if !DurabilityTests.same(withoutTimes, expected) {
-                problems.append("\(session.id): stored log \(withoutTimes.count) events, replay \(expected.count); first differing seq \(zip(withoutTimes, expected).first { !NSDictionary(dictionary: $0).isEqual(to: $1) }.map { "\($0.0["seq"] ?? "?")" } ?? "-")")
+                let differing = zip(withoutTimes, expected).first { canonicalJSON($0) != canonicalJSON($1) }
+                problems.append("\(session.id): stored log \(withoutTimes.count) events, replay \(expected.count); first difference: stored \(differing.map { canonicalJSON($0.0) } ?? "-"), replay \(differing.map { canonicalJSON($0.1) } ?? "-")")
             }
             let state = try client.request("GET", "/sessions/\(session.id)").json
             if state["version"] as? Int != Int(model.version) || state["phase"] as? String != model.phase.rawValue
                 || state["detent"] as? String != model.detent.description || state["presentation"] as? Int != model.presentation {
                 problems.append("\(session.id): state \(state["version"] ?? "?")/\(state["phase"] ?? "?")/\(state["detent"] ?? "?"), replay \(model.version)/\(model.phase)/\(model.detent)")
+            }
+            if state["hasChanges"] as? Bool != model.hasChanges || state["stack"] as? [String] != model.stack
+                || (state["containerHeight"] as? NSNumber)?.doubleValue != model.containerHeight {
+                problems.append("\(session.id): changes/stack/height \(state["hasChanges"] ?? "?")/\(state["stack"] ?? "?")/\(state["containerHeight"] ?? "?"), replay \(model.hasChanges)/\(model.stack)/\(model.containerHeight)")
             }
         }
 

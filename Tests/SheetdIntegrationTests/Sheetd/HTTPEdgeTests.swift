@@ -69,18 +69,64 @@ struct HTTPEdgeTests {
         }
     }
 
-    // libmicrohttpd 0.9.75 refuses these before sheetd sees the request, with its own HTML
-    // answer (a documented exception); what sheetd guarantees is that nothing runs.
-    @Test("a Content-Length that is not digits is refused with 400 and changes nothing", arguments: ["-1", "+15", "0xf", "15x", "1 5"])
-    func badContentLength(value: String) async throws {
+    @Test("a Content-Length that is not digits, or too large, gets one JSON answer and changes nothing", arguments: [
+        ("-1", 400, "invalid_header"), ("+15", 400, "invalid_header"), ("0xf", 400, "invalid_header"),
+        ("15x", 400, "invalid_header"), ("1 5", 400, "invalid_header"), ("99999999999999999999999", 413, "payload_too_large"),
+    ])
+    func badContentLength(value: String, status: Int, code: String) async throws {
         try await offPool {
             let session = try Self.session()
-            let connection = try #require(WireConnection(port: try Self.port(), receiveTimeout: 10))
-            #expect(connection.send(Array("POST /sessions/\(session.id)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: \(value)\r\n\r\n{\"reason\":\"done\"}".utf8)))
-            let (bytes, closed) = connection.readToEnd()
-            #expect(String(decoding: bytes, as: UTF8.self).hasPrefix("HTTP/1.1 400 "))
-            #expect(closed)
+            let answer = try Self.one(
+                "POST /sessions/\(session.id)/dismiss HTTP/1.1\r\nHost: x\r\nX-Request-Id: bad-length\r\nContent-Length: \(value)\r\n\r\n{\"reason\":\"done\"}",
+                closes: true)
+            #expect(answer.status == status)
+            #expect(answer.errorCode == code)
+            #expect(answer.header("X-Request-Id") == "bad-length")
+            #expect(answer.header("Connection")?.lowercased() == "close")
             try Self.unchanged(session)
+        }
+    }
+
+    @Test("bad Content-Lengths among ordinary requests on many threads: one JSON answer each, and sheetd keeps serving")
+    func badContentLengthsUnderLoad() async throws {
+        try await offPool {
+            let port = try Self.port()
+            let problems = Locked<[String]>([])
+            let count = 400
+            onThreads(8) { worker in
+                for index in stride(from: worker, to: count, by: 8) {
+                    func report(_ problem: String) { problems.withLock { $0.append("#\(index): \(problem)") } }
+                    guard index % 2 == 0 else {
+                        // An ordinary request on a keep-alive connection, between the refused ones.
+                        do {
+                            let client = try TestHTTPClient(port: port)
+                            let status = try client.request("POST", "/sessions", body: "{}").status
+                            if status != 201 { report("create answered \(status)") }
+                            if try client.request("GET", "/healthz").status != 200 { report("healthz failed") }
+                        } catch {
+                            report("ordinary request failed: \(error)")
+                        }
+                        continue
+                    }
+                    guard let connection = WireConnection(port: port, receiveTimeout: 10) else {
+                        report("connect failed")
+                        continue
+                    }
+                    let value = ["-1", "+15", "0xf", "15x", "99999999999999999999999"][(index / 2) % 5]
+                    connection.send(Array("POST /sessions HTTP/1.1\r\nHost: x\r\nX-Request-Id: load-\(index)\r\nContent-Length: \(value)\r\n\r\n{}".utf8))
+                    let (bytes, closed) = connection.readToEnd()
+                    let (answers, problem, defects) = StrictHTTP.parseAll(bytes)
+                    if let problem { report(problem) }
+                    if defects > 0 || answers.count != 1 { report("\(answers.count) answer(s), \(defects) doubled head(s)") }
+                    if let answer = answers.first, answer.header("X-Request-Id") != "load-\(index)" || answer.errorCode == nil {
+                        report("not sheetd's JSON answer: \(StrictHTTP.describe(bytes.prefix(200)))")
+                    }
+                    if !closed { report("not closed") }
+                }
+            }
+            let found = problems.withLock { $0 }
+            #expect(found.isEmpty, "\(found.count) problem(s): \(found.prefix(5))")
+            #expect(try Self.server.get().process.isRunning)
         }
     }
 

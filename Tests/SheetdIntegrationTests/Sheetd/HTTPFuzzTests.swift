@@ -174,6 +174,12 @@ struct RequestFuzzer {
                 "POST /sessions/\(sentinel)%00/dismiss HTTP/1.1\r\nHost: x\r\n\r\n",
                 "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: +0\r\n\r\n",
                 "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nIf-Match: W/\"1\"\r\nContent-Length: 0\r\n\r\n",
+                // A Content-Length libmicrohttpd cannot parse, or too large, with a DELETE as its "body".
+                "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: \(pick(["-1", "+15", "0xf", "15x", "1 5"]))\r\n\r\n\(smuggled)",
+                "POST /sessions/\(sentinel)/dismiss HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n\(smuggled)",
+                // HTTP/1.1 without Host, and a NUL in a field value.
+                "DELETE /sessions/\(sentinel) HTTP/1.1\r\n\r\n",
+                "DELETE /sessions/\(sentinel) HTTP/1.1\r\nHost: x\r\nX-Note: a\u{0}b\r\n\r\n",
             ]).utf8)
         }
         let method = pick(["POST", "POST", "POST", "DELETE", "GET", "PUT"])

@@ -1,14 +1,15 @@
 import Foundation
 import Testing
 
-/// A data file written by sheetd at schema 2 (before sheets gained changes, resizing, navigation
-/// and chains), committed with the answers that sheetd gave for it. A newer sheetd must open a
-/// copy, migrate it, and answer every session as before: each member the old answer had, with
-/// the same value, and new members besides.
+/// Data files written by older sheetd builds (Tests/Fixtures/make-fixture.sh), each committed
+/// with the answers that build gave for it: schema 2 (before tenants) and schema 3 (the last
+/// landed build before the file kept changes, container heights, navigation stacks and chains).
+/// A newer sheetd must open a copy, migrate it, and answer every session as before: each member
+/// the old answer had, with the same value, and new members besides.
 @Suite("Migration of an older data file")
 struct MigrationTests {
-    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/schema-2")
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
 
     /// `old` is contained in `new`: objects member by member (extra members in `new` allowed),
     /// arrays element by element, anything else equal.
@@ -27,15 +28,16 @@ struct MigrationTests {
             }
             return nil
         default:
-            return NSDictionary(dictionary: ["v": old]).isEqual(to: ["v": new]) ? nil : "\(path): \(new) instead of \(old)"
+            return canonicalJSON(old) == canonicalJSON(new) ? nil : "\(path): \(new) instead of \(old)"
         }
     }
 
-    @Test func schema2FileOpensWithItsSessionsIntact() async throws {
-        try await offPool { try Self.openFixture() }
+    @Test("an older file opens with its sessions intact", arguments: ["schema-2", "schema-3"])
+    func olderFileOpensWithItsSessionsIntact(_ name: String) async throws {
+        try await offPool { try Self.openFixture(Self.fixtures.appendingPathComponent(name)) }
     }
 
-    static func openFixture() throws {
+    static func openFixture(_ fixture: URL) throws {
         let directory = NSTemporaryDirectory() + "sheetd-migration-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -30,17 +30,13 @@ struct OrphanTests {
         try await offPool {
             let probe = NSTemporaryDirectory() + "sheetd-orphan-\(getpid())-\(ending)"
             unlink(probe)
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-            child.arguments = ["--testing-library", "swift-testing", "--filter", "OrphanTests/startSheetdThenEnd"]
             var environment = ProcessInfo.processInfo.environment
             environment["SHEETD_ORPHAN_PROBE"] = probe
             environment["SHEETD_ORPHAN_ENDING"] = ending
             environment["SWIFT_BACKTRACE"] = "enable=no"
-            child.environment = environment
-            child.standardOutput = FileHandle.nullDevice
-            child.standardError = FileHandle.nullDevice
-            try child.run()
+            let child = try ChildProcess(
+                CommandLine.arguments[0], ["--testing-library", "swift-testing", "--filter", "OrphanTests/startSheetdThenEnd"],
+                environment: environment)
             // 60 s only ends a failure.
             func writtenPID() -> pid_t { (try? String(contentsOfFile: probe, encoding: .utf8)).flatMap { pid_t($0) } ?? 0 }
             var pid: pid_t = 0
@@ -51,8 +47,8 @@ struct OrphanTests {
             }
             // A crashing child may write the pid and end between two looks.
             if pid == 0 { pid = writtenPID() }
-            if ending == "kill" && child.isRunning { kill(child.processIdentifier, SIGKILL) }
-            child.waitUntilExit()
+            // Killed here, or crashing by itself.
+            if ending == "kill" || child.waitForExit(within: 30) == nil { _ = child.stop(signal: SIGKILL) }
             unlink(probe)
             try #require(pid > 0, "the child test process did not start a sheetd")
             let gone = Self.waitUntilGone(pid)

