@@ -63,7 +63,7 @@ let package = Package(
         .target(name: "SessionStore", dependencies: ["SheetCore", "Locking", "InlineExecution", "Timekeeping"], swiftSettings: strict),
         .target(name: "SQLiteArchive", dependencies: ["SessionStore", "SheetCore", "SheetJSON", "CSQLite", "Locking"], swiftSettings: strict),
         // Sessions kept in PostgreSQL, shared by every sheetd pointed at the same database.
-        .target(name: "PostgresStore", dependencies: ["SessionStore", "SheetCore", "CLibPQ", "Locking", "Timekeeping"], swiftSettings: strict),
+        .target(name: "PostgresStore", dependencies: ["SessionStore", "SheetCore", "SheetJSON", "CLibPQ", "Locking", "Timekeeping"], swiftSettings: strict),
         // The clock the timing rules read: the real one in service, a manual one in tests.
         .target(name: "Timekeeping", dependencies: ["Locking"], swiftSettings: strict),
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "Locking", "InlineExecution", "Timekeeping"], swiftSettings: strict),
@@ -105,7 +105,7 @@ let package = Package(
         .testTarget(name: "AccessControlTests", dependencies: ["AccessControl"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),
         .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "SheetCore", "Locking", "Timekeeping", "InlineExecution"], swiftSettings: strict),
-        .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "CSQLite"], swiftSettings: strict),
+        .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "SheetJSON", "CSQLite", "Locking"], swiftSettings: strict),
         .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetJSON", "SheetObservability", "SheetCore", "SheetFuzzing", "SessionStore", "HTTPServer", "Timekeeping"], swiftSettings: strict),
         // Tests that start `sheetd` processes or serve real sockets in-process under load: they
         // run after every other target, on their own (`make test`), so no other test shares the
@@ -113,7 +113,7 @@ let package = Package(
         .testTarget(
             name: "SheetdIntegrationTests",
             dependencies: ["HTTPServer", "Locking", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl", "Timekeeping",
-                           "SessionStore", "PostgresStore"],
+                           "SessionStore", "PostgresStore", "SheetJSON"],
             swiftSettings: strict
         ),
     ],

@@ -261,19 +261,19 @@ struct Batch {
                     INSERT INTO sessions (id, tenant, ordinal, phase, version, last_access, sheet, root)
                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                     """, [key, row.tenant.name, String(row.ordinal), row.sheet.phase.rawValue, String(row.sheet.version),
-                          String(row.lastAccess), try coding.text(of: row.sheet), row.root]))
+                          String(row.lastAccess), coding.text(of: row.sheet, id: id), row.root]))
                 for event in row.sheet.events {
                     statements.append(.init("INSERT INTO events (session_id, seq, event) VALUES ($1, $2, $3)",
-                                            [key, String(event.seq), try coding.text(of: event)]))
+                                            [key, String(event.seq), coding.text(of: event)]))
                 }
             case .changed:
                 statements.append(.init("""
                     UPDATE sessions SET phase = $2, version = $3, last_access = $4, sheet = $5 WHERE id = $1
                     """, [key, row.sheet.phase.rawValue, String(row.sheet.version), String(row.lastAccess),
-                          try coding.text(of: row.sheet)]))
+                          coding.text(of: row.sheet, id: id)]))
                 for event in row.newEvents {
                     statements.append(.init("INSERT INTO events (session_id, seq, event) VALUES ($1, $2, $3)",
-                                            [key, String(event.seq), try coding.text(of: event)]))
+                                            [key, String(event.seq), coding.text(of: event)]))
                 }
                 // Events past the retained ones go in steps of `pruneStep` versions, not with
                 // every change: readers never see them (pages stop at the retained window), and

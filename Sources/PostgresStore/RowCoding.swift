@@ -1,21 +1,21 @@
 import Foundation
 import SessionStore
 import SheetCore
+import SheetJSON
 
-/// How values are spelled as PostgreSQL text, both ways. Sheets and events are their `Codable`
-/// JSON (the same shape the SQLite file holds); a session row keeps only the newest event in its
-/// `sheet`, the rest live in `events`. One coder per committer thread (the Foundation coders are
-/// not shared between threads).
+/// How values are spelled as PostgreSQL text, both ways. Sessions and events are written by the
+/// API's renderer (a session row's `sheet` is the session's answer with its newest event beside
+/// it, the rest live in `events`) and read back by SheetCore's `Decodable`. One coder per
+/// committer thread (the Foundation decoder is not shared between threads).
 struct RowCoding {
-    private let encoder = JSONEncoder()
     private let decoder = JSONDecoder()
 
     struct Unreadable: Error, CustomStringConvertible {
         let description: String
     }
 
-    func text(of sheet: Sheet) throws -> String {
-        String(decoding: try encoder.encode(sheet.keepingNewestEvents(1)), as: UTF8.self)
+    func text(of sheet: Sheet, id: SessionID) -> String {
+        Rendering.storedSessionText(SessionSnapshot(id: id, sheet: sheet), retained: 1)
     }
 
     func sheet(_ text: String, id: String) throws(Unreadable) -> Sheet {
@@ -26,8 +26,8 @@ struct RowCoding {
         }
     }
 
-    func text(of event: SheetEvent) throws -> String {
-        String(decoding: try encoder.encode(event), as: UTF8.self)
+    func text(of event: SheetEvent) -> String {
+        Rendering.eventText(event)
     }
 
     func event(_ text: String) throws(Unreadable) -> SheetEvent {

@@ -46,7 +46,7 @@ public struct DragGesture: Hashable, Sendable, Codable {
 
 /// How a gesture was settled; attached to the answer and to each event the gesture produced,
 /// so a presenter can see why a sheet closed.
-public struct GestureResolution: Hashable, Sendable, Codable {
+public struct GestureResolution: Hashable, Sendable, Decodable {
     public var releasedHeight: Double
     public var projectedHeight: Double
     public var target: DragTarget
@@ -64,13 +64,6 @@ public struct GestureResolution: Hashable, Sendable, Codable {
         releasedHeight = try c.decode(Double.self, forKey: .releasedHeight)
         projectedHeight = try c.decode(Double.self, forKey: .projectedHeight)
         target = try c.decode(DragTarget.self, forKey: .target)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encodeNumber(releasedHeight, forKey: .releasedHeight)
-        try c.encodeNumber(projectedHeight, forKey: .projectedHeight)
-        try c.encode(target, forKey: .target)
     }
 }
 

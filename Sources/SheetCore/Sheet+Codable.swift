@@ -1,27 +1,12 @@
-/// The store's shape of a sheet, not the API's. Members added after the first release are
-/// optional on the way in, with the value every sheet had before they existed.
+/// Reading a stored sheet: the API's session object (written by the API's renderer, the one
+/// writer of sessions) with its retained `events` beside it. Members the state is derived from
+/// (`heights`, `dimmed`, ...) are read past; members added after the first release are optional,
+/// with the value every sheet had before they existed.
 extension Sheet {
     enum CodingKeys: String, CodingKey {
-        case configuration, phase, detent, presentation, dismissReason, version, createdAt, updatedAt, events
+        case configuration = "config"
+        case phase, detent, presentation, dismissReason, version, createdAt, updatedAt, events
         case hasChanges, containerHeight, stack, parent, child
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(configuration, forKey: .configuration)
-        try c.encode(phase, forKey: .phase)
-        try c.encode(detent, forKey: .detent)
-        try c.encode(presentation, forKey: .presentation)
-        try c.encodeIfPresent(dismissReason, forKey: .dismissReason)
-        try c.encode(version, forKey: .version)
-        try c.encode(createdAt, forKey: .createdAt)
-        try c.encode(updatedAt, forKey: .updatedAt)
-        try c.encode(Array(log), forKey: .events)
-        try c.encode(hasChanges, forKey: .hasChanges)
-        try c.encodeNumber(containerHeight, forKey: .containerHeight)
-        try c.encode(stack, forKey: .stack)
-        try c.encodeIfPresent(parent?.description, forKey: .parent)
-        try c.encodeIfPresent(child?.description, forKey: .child)
     }
 
     /// Reads a stored session back and refuses one that breaks an invariant the reducer relies

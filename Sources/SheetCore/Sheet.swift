@@ -20,7 +20,7 @@ public struct SheetOutcome: Hashable, Sendable {
 ///
 /// A sheet in a chain (`parent` or `child` set) is changed through `SheetChain`, which applies
 /// what an action does to the sheets above and below it in the same step.
-public struct Sheet: Hashable, Sendable, Codable {
+public struct Sheet: Hashable, Sendable, Decodable {
     public static let retainedEvents = 256
 
     public let configuration: SheetConfiguration

@@ -36,7 +36,7 @@ public enum ProtectWhen: String, Sendable, Codable, CaseIterable { case always, 
 /// it keeps a session's state a few words wide while the lookup tables the reducer uses (resolved
 /// heights, gesture candidates) are computed only once. The reference is never mutated, so the
 /// type keeps value semantics.
-public struct SheetConfiguration: Hashable, Sendable, Codable {
+public struct SheetConfiguration: Hashable, Sendable, Decodable {
     public static let maximumDetents = 16
     public static let defaultContainerHeight: Double = 844
     public static let containerHeightRange: ClosedRange<Double> = 1...10_000
@@ -211,28 +211,6 @@ public struct SheetConfiguration: Hashable, Sendable, Codable {
                 codingPath: decoder.codingPath + [CodingKeys(rawValue: error.field) ?? CodingKeys.detents],
                 debugDescription: error.message))
         }
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(detents, forKey: .detents)
-        try c.encode(defaultDetent, forKey: .defaultDetent)
-        if let t = thresholdDetent {
-            try c.encode(t, forKey: .thresholdDetent)
-        } else {
-            try c.encodeNil(forKey: .thresholdDetent)
-        }
-        try c.encode(dismissPolicy, forKey: .dismissPolicy)
-        try c.encode(interceptAction, forKey: .interceptAction)
-        try c.encodeNumber(containerHeight, forKey: .containerHeight)
-        try c.encode(decelerationRate, forKey: .decelerationRate)
-        try c.encode(protectWhen, forKey: .protectWhen)
-        if let d = largestUndimmedDetent {
-            try c.encode(d, forKey: .largestUndimmedDetent)
-        } else {
-            try c.encodeNil(forKey: .largestUndimmedDetent)
-        }
-        try c.encode(rootScreen, forKey: .rootScreen)
     }
 
     /// The validated configuration and the tables derived from it.

@@ -1,6 +1,6 @@
-/// Takes an event kind's own members, after `seq`, `type` and `at`. Every writer of events (the
-/// API's JSON, the archive's text, `Codable`) implements it, so each kind's members are listed
-/// once, in `SheetEvent.Kind.writeMembers(to:)`.
+/// Takes an event kind's own members, after `seq`, `type` and `at`. The writer of events (the
+/// API's JSON writer, which also writes the archives' text) implements it, so each kind's members
+/// are listed once, in `SheetEvent.Kind.writeMembers(to:)`, here beside the decoder that reads them.
 public protocol SheetEventMemberWriter: ~Copyable {
     /// A string member; the values given here never need JSON escaping (detents, enum names).
     mutating func member(_ key: StaticString, string: String)

@@ -1,6 +1,6 @@
 /// One recorded change. The log of these is what lets a presenter that listens late still see
 /// everything that happened: no event is lost to a listener that attached after it.
-public struct SheetEvent: Hashable, Sendable, Codable {
+public struct SheetEvent: Hashable, Sendable, Decodable {
     /// The kinds of event without their values; the raw value is the JSON `type`. Everything that
     /// lists event types (decoding, metric labels) lists these cases.
     public enum EventType: String, Hashable, Sendable, CaseIterable {
@@ -87,61 +87,6 @@ public struct SheetEvent: Hashable, Sendable, Codable {
         case hasChanges, depth, screens, child
     }
 
-    /// Flat: `{"seq":3,"type":"intercepted","at":"…Z","attempted":"height:300","restoredTo":"medium"}`.
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(seq, forKey: .seq)
-        try c.encode(kind.type.rawValue, forKey: .type)
-        try c.encode(at, forKey: .at)
-        var members = CodableMembers(container: c)
-        kind.writeMembers(to: &members)
-        if let failure = members.failure { throw failure }
-        c = members.container
-        try c.encodeIfPresent(gesture, forKey: .gesture)
-    }
-
-    /// Encodes a kind's members into the keyed container, keeping the first error.
-    private struct CodableMembers: SheetEventMemberWriter {
-        var container: KeyedEncodingContainer<CodingKeys>
-        var failure: (any Error)?
-
-        mutating func member(_ key: StaticString, string: String) {
-            encode(string, key)
-        }
-
-        mutating func member(_ key: StaticString, integer: Int) {
-            encode(integer, key)
-        }
-
-        mutating func member(_ key: StaticString, bool: Bool) {
-            encode(bool, key)
-        }
-
-        mutating func member(_ key: StaticString, number: Double) {
-            guard failure == nil else { return }
-            do { try container.encodeNumber(number, forKey: codingKey(key)) } catch { failure = error }
-        }
-
-        mutating func member(_ key: StaticString, strings: [String]) {
-            encode(strings, key)
-        }
-
-        private func codingKey(_ key: StaticString) -> CodingKeys {
-            guard let codingKey = CodingKeys(stringValue: key.description) else {
-                preconditionFailure("event member \(key) is missing from SheetEvent.CodingKeys")
-            }
-            return codingKey
-        }
-
-        private mutating func encode(_ value: some Encodable, _ key: StaticString) {
-            guard failure == nil else { return }
-            do {
-                try container.encode(value, forKey: codingKey(key))
-            } catch {
-                failure = error
-            }
-        }
-    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)

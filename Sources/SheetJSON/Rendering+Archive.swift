@@ -4,6 +4,14 @@ import SheetCore
 /// What a durable archive stores as JSON, written by the same code as the API's answers, so an
 /// event or a configuration has one JSON form wherever it is kept or sent.
 extension Rendering {
+    /// A session as one document: its answer with `events` (the newest `retained` of them) beside
+    /// the state; `Sheet`'s `Decodable` reads it back.
+    package static func storedSessionText(_ snapshot: SessionSnapshot, retained: Int = Sheet.retainedEvents) -> String {
+        var writer = JSONWriter(capacity: 768 + min(retained, snapshot.sheet.events.count) * 128)
+        session(snapshot, into: &writer, events: ArraySlice(snapshot.sheet.events.suffix(max(1, retained))))
+        return writer.text
+    }
+
     /// An event as the API answers it; `SheetEvent`'s `Decodable` reads it back.
     package static func eventText(_ event: SheetEvent) -> String {
         var writer = JSONWriter(capacity: 192)

@@ -1,14 +1,18 @@
 import SessionStore
 import SheetCore
 
-/// The JSON shapes of the API, written by hand for speed. They must equal what SheetCore's
-/// `Codable` conformances produce (a test compares the two).
+/// The JSON shapes of the API, written by hand for speed: the one writer of sessions, events and
+/// configurations, for answers and archives alike. SheetCore's `Decodable` conformances read
+/// them back (a test round-trips every shape).
 package enum Rendering {
     // The fixed shapes below spell their member names out with `member`, separators included,
     // and write enum names and detents with `plainString` (they never need escaping): a drag's
     // answer is rendered on every request.
 
-    package static func session(_ snapshot: SessionSnapshot, into writer: inout JSONWriter) {
+    /// A session's answer; with `events`, also what a store that keeps the state as one document
+    /// writes (`Sheet`'s `Decodable` reads it back and passes over the derived members).
+    package static func session(_ snapshot: SessionSnapshot, into writer: inout JSONWriter,
+                                events: ArraySlice<SheetEvent>? = nil) {
         let sheet = snapshot.sheet
         writer.beginObject()
         writer.member(#""id":"#); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
@@ -40,6 +44,12 @@ package enum Rendering {
         writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
         writer.member(#","createdAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
         writer.member(#","updatedAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
+        if let events {
+            writer.member(#","events":"#)
+            writer.beginArray()
+            for event in events { self.event(event, into: &writer) }
+            writer.endArray()
+        }
         writer.endObject()
     }
 

@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import SessionStore
+import SheetJSON
 @testable import SheetCore
 @testable import SQLiteArchive
 import Testing
@@ -166,8 +167,8 @@ struct SQLiteArchiveTests {
             try database.execute(Schema.migrations[0].sql)
             try database.execute("PRAGMA user_version = 1")
             try database.execute("PRAGMA application_id = \(Schema.applicationID)")
-            let configuration = String(decoding: try JSONEncoder().encode(config), as: UTF8.self)
-            let event = String(decoding: try JSONEncoder().encode(sheet.events[0]), as: UTF8.self)
+            let configuration = Rendering.configurationText(config)
+            let event = Rendering.eventText(sheet.events[0])
             try database.execute("""
                 INSERT INTO sessions VALUES ('\(id)', 7, '\(configuration)', \(t0.millisecondsSince1970), 'presented', 'large', 1, NULL, 1);
                 INSERT INTO events VALUES ('\(id)', 1, '\(event)');

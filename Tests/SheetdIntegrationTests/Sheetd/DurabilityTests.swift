@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import SheetCore
+import SheetJSON
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -380,7 +381,7 @@ final class CrashClient: @unchecked Sendable {
                 }
             }
             let expected = try model.events.map { event -> [String: Any] in
-                var object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(event)) as? [String: Any] ?? [:]
+                var object = try JSONSerialization.jsonObject(with: Data(Rendering.eventText(event).utf8)) as? [String: Any] ?? [:]
                 object["at"] = nil
                 return object
             }
