@@ -76,21 +76,6 @@ extension SQLiteArchive {
         var more: String?
     }
 
-    /// The state a log row keeps in its `more` column; absent members take the start values.
-    private struct MoreState: Decodable {
-        var hasChanges: Bool?
-        var containerHeight: Double?
-        var stack: [String]?
-        var parent: String?
-        var child: String?
-
-        func id(_ text: String?) throws -> SessionID? {
-            guard let text else { return nil }
-            guard let id = SessionID(text) else { throw ArchiveError("impossible chain id \"\(text)\"") }
-            return id
-        }
-    }
-
     /// Log rows decoded per `JSONDecoder` call: its fixed cost per call was most of a small event's.
     private static let eventBatch = 4096
 
@@ -180,15 +165,13 @@ extension SQLiteArchive {
                 }
                 // Decoded only for the few rows that carry it: rows written before the column
                 // existed, and plain sheets' rows, have none and take the start values.
-                var more = MoreState()
+                var later = LaterState()
                 if let text = row.more {
-                    more = try decoder.decode(MoreState.self, from: Data(("{" + text.dropFirst() + "}").utf8))
+                    later = try decoder.decode(LaterState.self, from: Data(("{" + text.dropFirst() + "}").utf8))
                 }
                 sheet = try Sheet(restoring: row.configuration, phase: phase, detent: try Detent(parsing: row.detent),
                                   presentation: Int(row.presentation), dismissReason: reason,
-                                  createdAt: Timestamp(millisecondsSince1970: row.createdAt), events: row.events,
-                                  hasChanges: more.hasChanges ?? false, containerHeight: more.containerHeight,
-                                  stack: more.stack, parent: try more.id(more.parent), child: try more.id(more.child))
+                                  createdAt: Timestamp(millisecondsSince1970: row.createdAt), events: row.events, later: later)
             } catch {
                 throw unreadable(row.id, error)
             }

@@ -59,26 +59,7 @@ public struct ArchivedState: Sendable, Hashable {
     public var version: UInt64
     /// The rest of the state, or nil when all of it has the values a sheet starts with (most
     /// sessions: their rows then store nothing for it).
-    public var extras: Extras?
-
-    /// State that only the newer actions change: unsaved changes, a resized container, the
-    /// navigation stack and the chain of sheets. A nil member has the value a sheet starts with.
-    public struct Extras: Sendable, Hashable {
-        public var hasChanges: Bool
-        public var containerHeight: Double?
-        public var stack: [String]?
-        public var parent: SessionID?
-        public var child: SessionID?
-
-        public init(hasChanges: Bool, containerHeight: Double? = nil, stack: [String]? = nil,
-                    parent: SessionID? = nil, child: SessionID? = nil) {
-            self.hasChanges = hasChanges
-            self.containerHeight = containerHeight
-            self.stack = stack
-            self.parent = parent
-            self.child = child
-        }
-    }
+    public var extras: LaterState?
 
     public init(_ sheet: Sheet) {
         phase = sheet.phase
@@ -86,13 +67,7 @@ public struct ArchivedState: Sendable, Hashable {
         presentation = sheet.presentation
         dismissReason = sheet.dismissReason
         version = sheet.version
-        let configuration = sheet.configuration
-        let extras = Extras(
-            hasChanges: sheet.hasChanges,
-            containerHeight: sheet.containerHeight != configuration.containerHeight ? sheet.containerHeight : nil,
-            stack: sheet.stack != [configuration.rootScreen] ? sheet.stack : nil,
-            parent: sheet.parent, child: sheet.child)
-        self.extras = extras == Extras(hasChanges: false) ? nil : extras
+        extras = LaterState.stored(of: sheet)
     }
 }
 

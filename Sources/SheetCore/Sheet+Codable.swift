@@ -6,20 +6,13 @@ extension Sheet {
     enum CodingKeys: String, CodingKey {
         case configuration = "config"
         case phase, detent, presentation, dismissReason, version, createdAt, updatedAt, events
-        case hasChanges, containerHeight, stack, parent, child
+        case hasChanges, containerHeight, stack, child   // read by LaterState; named for errors
     }
 
     /// Reads a stored session back and refuses one that breaks an invariant the reducer relies
     /// on, rather than running a state machine from an impossible state.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        func id(_ key: CodingKeys) throws -> SessionID? {
-            guard let text = try c.decodeIfPresent(String.self, forKey: key) else { return nil }
-            guard let id = SessionID(text) else {
-                throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "\"\(text)\" is not a session id")
-            }
-            return id
-        }
         let configuration = try c.decode(SheetConfiguration.self, forKey: .configuration)
         do {
             try self.init(restoring: configuration,
@@ -30,10 +23,7 @@ extension Sheet {
                           createdAt: try c.decode(Timestamp.self, forKey: .createdAt),
                           events: try c.decode([SheetEvent].self, forKey: .events),
                           version: try c.decodeIfPresent(UInt64.self, forKey: .version),
-                          hasChanges: try c.decodeIfPresent(Bool.self, forKey: .hasChanges) ?? false,
-                          containerHeight: try c.decodeIfPresent(Double.self, forKey: .containerHeight),
-                          stack: try c.decodeIfPresent([String].self, forKey: .stack),
-                          parent: try id(.parent), child: try id(.child))
+                          later: try LaterState(from: decoder))
         } catch let error as RestoreError {
             let key: CodingKeys = switch error.part.base {
             case .detent: .detent
@@ -78,12 +68,11 @@ extension Sheet {
 
     /// A stored session from its parts, without a decoder (start-up reads a million of them),
     /// with the same checks as `init(from:)`. `configuration` may be shared by many sessions.
-    /// The parts a file written before them lacks take the values every sheet had then: no
-    /// changes, the configured height, the root screen alone, no chain.
+    /// The members of `later` a file written before them lacks take the values every sheet had
+    /// then: no changes, the configured height, the root screen alone, no chain.
     public init(restoring configuration: SheetConfiguration, phase: Phase, detent: Detent, presentation: Int,
                 dismissReason: DismissReason?, createdAt: Timestamp, events: [SheetEvent], version: UInt64? = nil,
-                hasChanges: Bool = false, containerHeight: Double? = nil, stack: [String]? = nil,
-                parent: SessionID? = nil, child: SessionID? = nil) throws(RestoreError) {
+                later: LaterState = LaterState()) throws(RestoreError) {
         guard let i = configuration.index(of: detent), i != configuration.storage.thresholdIndex else {
             throw RestoreError(part: .detent, reason: "\(detent) is not a resting detent of this configuration")
         }
@@ -100,25 +89,25 @@ extension Sheet {
         if let version, version != events[events.count - 1].seq {
             throw RestoreError(part: .version, reason: "version \(version) is not the seq of the latest event")
         }
-        let height = containerHeight ?? configuration.containerHeight
+        let height = later.containerHeight ?? configuration.containerHeight
         guard height.isFinite, SheetConfiguration.containerHeightRange.contains(height) else {
             throw RestoreError(part: .containerHeight, reason: "a container height is 1 to 10000 points")
         }
-        let stack = stack ?? [configuration.rootScreen]
+        let stack = later.stack ?? [configuration.rootScreen]
         guard !stack.isEmpty, stack.count <= NavigationStack.maximumDepth,
               stack.allSatisfy({ NavigationStack.problem(withName: $0) == nil }) else {
             throw RestoreError(part: .stack, reason: "a navigation stack holds 1 to \(NavigationStack.maximumDepth) screen names")
         }
-        guard child == nil || phase == .presented else {
+        guard later.child == nil || phase == .presented else {
             throw RestoreError(part: .child, reason: "only a presented sheet can be covered")
         }
-        self.init(configuration: configuration, parent: parent, now: createdAt)
+        self.init(configuration: configuration, parent: later.parent, now: createdAt)
         self.phase = phase
         self.presentation = presentation
         self.dismissReason = dismissReason
-        self.hasChanges = hasChanges
+        self.hasChanges = later.hasChanges ?? false
         self.stack = stack
-        self.child = child
+        self.child = later.child
         detentIndex = UInt8(i)
         if height != configuration.containerHeight {
             layout = ContainerLayout(detents: configuration.detents, thresholdIndex: configuration.storage.thresholdIndex,

@@ -1,7 +1,8 @@
-/// Takes an event kind's own members, after `seq`, `type` and `at`. The writer of events (the
-/// API's JSON writer, which also writes the archives' text) implements it, so each kind's members
-/// are listed once, in `SheetEvent.Kind.writeMembers(to:)`, here beside the decoder that reads them.
-public protocol SheetEventMemberWriter: ~Copyable {
+/// Takes members of an event kind (after `seq`, `type` and `at`) or of a sheet's later state.
+/// The API's JSON writer, which also writes the archives' text, implements it, so each kind's
+/// members are listed once, in `SheetEvent.Kind.writeMembers(to:)`, and the later state's in
+/// `LaterState.writeMembers(to:)`, in SheetCore beside the decoders that read them.
+public protocol SheetMemberWriter: ~Copyable {
     /// A string member; the values given here never need JSON escaping (detents, enum names).
     mutating func member(_ key: StaticString, string: String)
     mutating func member(_ key: StaticString, integer: Int)
@@ -10,13 +11,15 @@ public protocol SheetEventMemberWriter: ~Copyable {
     mutating func member(_ key: StaticString, number: Double)
     /// Screen names, which never need escaping either.
     mutating func member(_ key: StaticString, strings: [String])
+    /// A session id, or `null`.
+    mutating func member(_ key: StaticString, id: SessionID?)
 }
 
 extension SheetEvent.Kind {
     /// The kind's members, in the order the API documents them. Inlinable so that each writer
     /// gets its own specialised copy (the API renders one per event on every drag).
     @inlinable
-    public func writeMembers(to writer: inout some SheetEventMemberWriter & ~Copyable) {
+    public func writeMembers(to writer: inout some SheetMemberWriter & ~Copyable) {
         switch self {
         case let .presented(detent, presentation):
             writer.member("detent", string: detent.description)

@@ -26,22 +26,13 @@ extension Rendering {
         return writer.text
     }
 
-    /// The state a sheet starts without, as members to append to a stored sheet's object
-    /// (`,"hasChanges":true,"stack":["root","edit"]`): the members a session answer has, under
-    /// the same names, with the same writer.
-    package static func extrasText(_ extras: ArchivedState.Extras) -> String {
+    /// The later state, as members to append to a stored sheet's object
+    /// (`,"hasChanges":true,"containerHeight":844,...`): the members a session answer has, listed
+    /// by `LaterState` and written by the same writer; `LaterState`'s `Decodable` reads them back.
+    package static func extrasText(_ extras: LaterState) -> String {
         var writer = JSONWriter(capacity: 128)
         writer.beginObject()
-        if extras.hasChanges { writer.key("hasChanges"); writer.bool(true) }
-        if let height = extras.containerHeight { writer.key("containerHeight"); writer.number(height) }
-        if let stack = extras.stack {
-            writer.key("stack")
-            writer.beginArray()
-            for screen in stack { writer.string(screen) }
-            writer.endArray()
-        }
-        if let parent = extras.parent { writer.key("parent"); optionalID(parent, into: &writer) }
-        if let child = extras.child { writer.key("child"); optionalID(child, into: &writer) }
+        extras.writeMembers(to: &writer)
         writer.endObject()
         let object = writer.text
         return "," + object.dropFirst().dropLast()

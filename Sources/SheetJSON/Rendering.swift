@@ -22,8 +22,7 @@ package enum Rendering {
         writer.member(#","presentation":"#); writer.integer(sheet.presentation)
         writer.member(#","dismissReason":"#)
         if let reason = sheet.dismissReason { writer.plainString(reason.rawValue) } else { writer.null() }
-        writer.member(#","hasChanges":"#); writer.bool(sheet.hasChanges)
-        writer.member(#","containerHeight":"#); writer.number(sheet.containerHeight)
+        LaterState(of: sheet).writeMembers(to: &writer)
         writer.member(#","heights":"#)
         writer.beginObject()
         for (detent, points) in sheet.heights {
@@ -35,12 +34,6 @@ package enum Rendering {
         writer.member(#","thresholdActive":"#); writer.bool(sheet.thresholdActive)
         writer.member(#","dimmed":"#); writer.bool(sheet.dimmed)
         writer.member(#","backgroundInteractive":"#); writer.bool(sheet.backgroundInteractive)
-        writer.member(#","stack":"#)
-        writer.beginArray()
-        for screen in sheet.stack { writer.plainString(screen) }
-        writer.endArray()
-        writer.member(#","parent":"#); optionalID(sheet.parent, into: &writer)
-        writer.member(#","child":"#); optionalID(sheet.child, into: &writer)
         writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
         writer.member(#","createdAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
         writer.member(#","updatedAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
@@ -159,7 +152,7 @@ package enum Rendering {
     }
 }
 
-extension JSONWriter: SheetEventMemberWriter {
+extension JSONWriter: SheetMemberWriter {
     public mutating func member(_ key: StaticString, string: String) {
         self.key(key)
         plainString(string)
@@ -185,5 +178,10 @@ extension JSONWriter: SheetEventMemberWriter {
         beginArray()
         for string in strings { plainString(string) }
         endArray()
+    }
+
+    public mutating func member(_ key: StaticString, id: SessionID?) {
+        self.key(key)
+        Rendering.optionalID(id, into: &self)
     }
 }
