@@ -103,7 +103,10 @@ def test_a_session_with_more_events_than_sheetd_keeps(browser, api, base_url):
     assert page_log(browser) == []
 
     # The next events arrive over the stream: one from the page, one from another client.
+    # The page sends its drag after the pointer is up: wait for its event, or the dismissal
+    # below can reach sheetd first and the drag is refused on a dismissed sheet.
     slow_drag_down(browser, 422)
+    wait_for(browser, lambda: len(page_log(browser)) == 1, "the page's drag in the log")
     status, _ = api.json("POST", f"/sessions/{session_id}/dismiss", {"reason": "programmatic"})
     assert status == 200
     wait_for(browser, lambda: len(page_log(browser)) == 2, "the two new events in the log")
