@@ -78,6 +78,7 @@ extension ServerCore {
     func collectHeaders(_ connection: OpaquePointer) -> HeaderCollection {
         var collection = HeaderCollection()
         collection.pairs.reserveCapacity(16)
+        collection.spans.reserveCapacity(16)
         withUnsafeMutablePointer(to: &collection) { pointer in
             _ = MHD_get_connection_values_n(connection, MHD_ValueKind.HEADER_KIND, collectHeadersCallback, pointer)
         }

@@ -26,6 +26,12 @@ public struct RequestTarget: Equatable, Sendable {
 
     /// Reads a request target as it stands in the request line.
     public init(raw: String) {
+        // Nearly every target is a bare origin-form path: nothing to decode or split.
+        if Self.isBarePath(raw) {
+            path = raw
+            query = []
+            return
+        }
         var utf8 = Substring(raw).utf8[...]
         utf8 = Self.droppingSchemeAndAuthority(utf8)
         let questionMark = utf8.firstIndex(of: UInt8(ascii: "?"))
@@ -42,6 +48,15 @@ public struct RequestTarget: Equatable, Sendable {
                 }
             }
         }
+    }
+
+    /// Starts with "/" and holds no "%" and no "?": the path as it stands, with no query.
+    private static func isBarePath(_ raw: String) -> Bool {
+        raw.utf8.withContiguousStorageIfAvailable { bytes in
+            guard bytes.first == UInt8(ascii: "/") else { return false }
+            for byte in bytes where byte == UInt8(ascii: "%") || byte == UInt8(ascii: "?") { return false }
+            return true
+        } ?? false
     }
 
     /// `http://host[:port]` or `https://…` (any case) before the path, dropped.

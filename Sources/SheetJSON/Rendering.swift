@@ -97,13 +97,13 @@ package enum Rendering {
     }
 
     package static func sessionBody(_ snapshot: SessionSnapshot) -> [UInt8] {
-        var writer = JSONWriter(capacity: 512)
+        var writer = JSONWriter(capacity: 1024)   // a session is 650 to 900 bytes
         session(snapshot, into: &writer)
         return writer.bytes
     }
 
     package static func actionBody(_ result: ActionResult) -> [UInt8] {
-        var writer = JSONWriter(capacity: 768)
+        var writer = JSONWriter(capacity: 1280)   // a drag's answer is 780 to 1,100 bytes
         writer.beginObject()
         writer.member(#""session":"#); session(result.session, into: &writer)
         writer.member(#","events":"#); events(result.outcome.events, into: &writer)

@@ -112,6 +112,12 @@ struct EdgeTests {
         ("https://h?q", "/", [("q", "")]),
         ("*", "*", []),
         ("", "/", []),
+        // Bare paths (no "%", no "?") are taken as they stand.
+        ("/", "/", []),
+        ("/sessions/abc/drag", "/sessions/abc/drag", []),
+        ("/a+b/c;d", "/a+b/c;d", []),
+        ("/café", "/café", []),
+        ("/x?", "/x", []),
     ])
     func targets(raw: String, path: String, query: [(String, String)]) {
         #expect(RequestTarget(raw: raw) == RequestTarget(path: path, query: query))
