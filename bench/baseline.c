@@ -1,5 +1,5 @@
 /*
- * baseline: the ceiling sheetd is measured against (issue 8).
+ * baseline: the ceiling sheetd is measured against.
  *
  * A minimal libmicrohttpd 0.9.75 server in the SAME mode sheetd runs in:
  *   MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, a pool of --threads,
@@ -43,7 +43,7 @@
 #include <time.h>
 #include <microhttpd.h>
 
-#define BODY_LIMIT (64 * 1024) /* sheetd refuses bodies over 64 KiB (issue 3) */
+#define BODY_LIMIT (64 * 1024) /* sheetd refuses bodies over 64 KiB */
 #define INLINE_BODY 256
 
 struct req {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""sheetd benchmark (issue 8): sheetd against a bare libmicrohttpd baseline, A B A B.
+"""sheetd benchmark: sheetd against a bare libmicrohttpd baseline, A B A B.
 
 Run through bench/run (which builds both binaries); configuration comes from the environment:
 
@@ -676,7 +676,7 @@ def main():
                 run_durable_phase()
                 durable_done = True
             if name == "gesture-c64" and not SELFTEST and not sizes["gesture_ok"]:
-                # A gesture that does not settle as issue 5 says could close sessions (dismissed:
+                # A gesture that does not settle as the gesture rule says could close sessions (dismissed:
                 # every later drag on them would be a 409), so it is not run at all.
                 results["skipped"]["gesture-c64"] = "the probe gesture (+400 from large, -400 from medium) did not answer 200 " \
                     "with medium then large: " + sizes["gesture_answers"]
@@ -842,7 +842,7 @@ unset multiplot
 def report(res, a_label):
     L = []
     mach = res["machine"]
-    L.append("# sheetd benchmark (issue 8)\n")
+    L.append("# sheetd benchmark\n")
     if SELFTEST:
         L.append("> **SELF-TEST**: sheetd was not used. The baseline played both sides to test the harness; "
                  "every \"sheetd\" figure below is the baseline's. Run `make bench` for real figures.\n")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where sheetd's time per request goes (issue 8 asks for it in numbers). Run by bench/profile.
+"""Where sheetd's time per request goes, in numbers. Run by bench/profile.
 
 Starts sheetd (--memory) and the baseline on the same threads as the benchmark, pre-creates
 BENCH_SESSIONS sessions, and runs with wrk -t2 -c64, each for BENCH_SECONDS, rotating through

@@ -2,7 +2,7 @@ import SheetCore
 import Testing
 
 @Suite struct DetentParsing {
-    /// Every bad detent issue 2 lists, the extra ones of the brief, and the grammar's edges.
+    /// Every bad detent the grammar refuses, and its edges.
     @Test(arguments: [
         ("fraction:0", DetentError.Code.outOfRange),
         ("fraction:1.5", .outOfRange),

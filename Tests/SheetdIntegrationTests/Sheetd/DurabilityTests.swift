@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-/// Durable sessions (issue 10) against the real binary: a graceful restart, `kill -9` under load,
+/// Durable sessions against the real binary: a graceful restart, `kill -9` under load,
 /// and files sheetd must refuse.
 @Suite("Durability", .serialized)
 struct DurabilityTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Gesture drags over HTTP: issue 5's worked numbers (container 844: large 844, medium 422,
+/// Gesture drags over HTTP: the gesture rule's worked numbers (container 844: large 844, medium 422,
 /// threshold height:300) and the validation of T and V.
 @Suite("Gesture drags over HTTP")
 struct GestureTests {

@@ -8,7 +8,7 @@ import Glibc
 /// Issue 7 against the real binary: concurrent writers, retries, idle sessions, slow and hostile
 /// peers, and a stop in the middle of load. Every test blocks on sockets, so each runs its body
 /// off the cooperative pool.
-@Suite("Robustness (issue 7)")
+@Suite("Robustness")
 struct RobustnessTests {
     static let threeDetents = #"{"detents":["height:300","medium","large"],"defaultDetent":"large"}"#
 
