@@ -18,15 +18,10 @@ private func seedConfiguration() throws -> SheetConfiguration {
     try SheetConfiguration(detents: [.large, .medium], defaultDetent: .large, thresholdDetent: .height(300))
 }
 
+/// Applies `action`; a refusal fails the test (every step here is one the rules allow).
 @discardableResult
-private func mustApply(_ sheet: inout Sheet, _ action: SheetAction, at now: Timestamp = t0,
-                       sourceLocation: SourceLocation = #_sourceLocation) -> SheetOutcome {
-    do {
-        return try sheet.apply(action, now: now)
-    } catch {
-        Issue.record("unexpected \(error.code): \(error.message)", sourceLocation: sourceLocation)
-        return SheetOutcome(events: [])
-    }
+private func apply(_ sheet: inout Sheet, _ action: SheetAction, at now: Timestamp = t0) throws -> SheetOutcome {
+    try sheet.apply(action, now: now)
 }
 
 /// A parsed JSON document, so shapes are compared as data rather than as text.
@@ -118,7 +113,7 @@ private func stored(_ sheet: Sheet) -> String {
 
     @Test func gestureRidesOnTheEvent() throws {
         var sheet = Sheet(configuration: try seedConfiguration(), now: t0)
-        let out = mustApply(&sheet, .gesture(DragGesture(translation: 100, velocity: 1234)), at: tick(1))
+        let out = try apply(&sheet, .gesture(DragGesture(translation: 100, velocity: 1234)), at: tick(1))
         let event = try #require(out.events.first)
         // 744 − 1234 × 499 / 1000 = 128.234 (nearer 0 than 300): printed as written, no binary noise
         #expect(try tree(Rendering.eventText(event)) == tree("""
@@ -151,12 +146,12 @@ private func stored(_ sheet: Sheet) -> String {
     /// The seed scenario, then enough drags to wrap the ring, then a gesture: everything survives.
     static func busySheet() throws -> Sheet {
         var sheet = Sheet(configuration: try seedConfiguration(), now: t0)
-        mustApply(&sheet, .drag(.detent(.medium)), at: tick(1))
-        mustApply(&sheet, .drag(.detent(.height(300))), at: tick(2))
-        mustApply(&sheet, .confirm(.discard), at: tick(3))
-        mustApply(&sheet, .present, at: tick(4))
-        for i in 0..<280 { mustApply(&sheet, .drag(.detent(i % 2 == 0 ? .medium : .large)), at: tick(Int64(5 + i))) }
-        mustApply(&sheet, .gesture(DragGesture(translation: 300, velocity: 3000)), at: tick(400))
+        try apply(&sheet, .drag(.detent(.medium)), at: tick(1))
+        try apply(&sheet, .drag(.detent(.height(300))), at: tick(2))
+        try apply(&sheet, .confirm(.discard), at: tick(3))
+        try apply(&sheet, .present, at: tick(4))
+        for i in 0..<280 { try apply(&sheet, .drag(.detent(i % 2 == 0 ? .medium : .large)), at: tick(Int64(5 + i))) }
+        try apply(&sheet, .gesture(DragGesture(translation: 300, velocity: 3000)), at: tick(400))
         return sheet
     }
 
@@ -196,9 +191,9 @@ private func stored(_ sheet: Sheet) -> String {
                                           in: { sheets[$0] }, now: tick(1))
         for change in made.changes { sheets[change.id] = change.sheet }
         var parent = sheets[parentID]!
-        mustApply(&parent, .resize(containerHeight: 390.5), at: tick(2))
-        mustApply(&parent, .navigate(.push("detail")), at: tick(3))
-        mustApply(&parent, .changes(hasChanges: true), at: tick(4))
+        try apply(&parent, .resize(containerHeight: 390.5), at: tick(2))
+        try apply(&parent, .navigate(.push("detail")), at: tick(3))
+        try apply(&parent, .changes(hasChanges: true), at: tick(4))
         for sheet in [parent, sheets[childID]!] {
             let back = try decode(Sheet.self, stored(sheet))
             #expect(back == sheet)
@@ -233,8 +228,8 @@ private func stored(_ sheet: Sheet) -> String {
 
     @Test func refusesAGapInTheLog() throws {
         var sheet = Sheet(configuration: try seedConfiguration(), now: t0)
-        mustApply(&sheet, .drag(.detent(.medium)))
-        mustApply(&sheet, .drag(.detent(.large)))
+        try apply(&sheet, .drag(.detent(.medium)))
+        try apply(&sheet, .drag(.detent(.large)))
         let text = stored(sheet).replacingOccurrences(of: #""seq":2"#, with: #""seq":5"#)
         #expect(throws: DecodingError.self) { try decode(Sheet.self, text) }
     }
