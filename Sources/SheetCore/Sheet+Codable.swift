@@ -6,7 +6,7 @@ extension Sheet {
     enum CodingKeys: String, CodingKey {
         case configuration = "config"
         case phase, detent, presentation, dismissReason, version, createdAt, updatedAt, events
-        case hasChanges, containerHeight, stack, child   // read by LaterState; named for errors
+        case containerHeight, stack, child   // LaterState reads them; named here for its errors
     }
 
     /// Reads a stored session back and refuses one that breaks an invariant the reducer relies

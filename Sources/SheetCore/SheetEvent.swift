@@ -87,7 +87,6 @@ public struct SheetEvent: Hashable, Sendable, Decodable {
         case hasChanges, depth, screens, child
     }
 
-
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         seq = try c.decode(UInt64.self, forKey: .seq)
