@@ -3,12 +3,13 @@
 /// wait for it and then find nothing to do; an instance that finds a schema newer than it knows
 /// refuses to start rather than write rows an older layout does not describe.
 ///
-/// - `sessions`: one row per session. `sheet` is the `Sheet` as JSON (its `Codable` form) with
-///   only its newest event: members added to `Sheet` later come along without a new column, and
-///   a change writes the state, not the event log. `phase`, `version` and `last_access` are
-///   copies for queries (the metrics gauge, the idle sweep). `ordinal` is the creation order.
-///   `root` is the bottom session of the session's chain (itself when it was created over no
-///   other): a change locks the whole chain by it, since a cascade may touch any of its sheets.
+/// - `sessions`: one row per session. `sheet` is the session's answer (the renderer's JSON, read
+///   back by `Sheet`'s `Decodable`) with only its newest event beside it: members added to the
+///   sheet's state later come along without a new column, and a change writes the state, not
+///   the event log. `phase`, `version` and `last_access` are copies for queries (the metrics
+///   gauge, the idle sweep). `ordinal` is the creation order. `root` is the bottom session of
+///   the session's chain (itself when it was created over no other): a change locks the whole
+///   chain by it, since a cascade may touch any of its sheets.
 /// - `events`: the newest `Sheet.retainedEvents` events of each session, by `(session_id, seq)`.
 /// - `idempotency_keys`: the first answer to each `Idempotency-Key`, scoped to a session id, or
 ///   to `''` for `POST /sessions`.
