@@ -48,7 +48,6 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
     guard let cls, let connection, let socketContext else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     if toe.rawValue == 0 { // MHD_CONNECTION_NOTIFY_STARTED
-        core.openConnections.add(1, ordering: .relaxed)
         let state = ConnectionState(
             fd: sheetd_connection_fd(connection),
             clientAddress: clientAddress(of: connection),
@@ -59,6 +58,9 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
         // connection it reported STARTED (before it closes the socket).
         socketContext.pointee = Unmanaged.passRetained(state).toOpaque()
         core.connections.opened(state)
+        // Counted only now: whoever sees the connection open also finds its deadline's start
+        // already read from the clock and the connection tracked by the sweeper.
+        core.openConnections.add(1, ordering: .releasing)
     } else {
         core.openConnections.subtract(1, ordering: .relaxed)
         if let raw = socketContext.pointee {

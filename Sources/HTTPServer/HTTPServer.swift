@@ -91,7 +91,7 @@ public final class HTTPServer: Sendable {
     public var boundPort: Int { port.load(ordering: .acquiring) }
 
     /// Open connections now (for metrics).
-    public var openConnections: Int { core.openConnections.load(ordering: .relaxed) }
+    public var openConnections: Int { core.openConnections.load(ordering: .acquiring) }
 
     /// Requests since start whose connection was suspended while the responder waited (for
     /// metrics: the others were answered without leaving the libmicrohttpd thread).
