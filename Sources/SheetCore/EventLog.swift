@@ -5,11 +5,12 @@
 /// sequence, not where the ring happens to start.
 public struct EventLog: RandomAccessCollection, Hashable, Sendable {
     private var slots: [SheetEvent]
-    /// Physical index of the oldest event once the ring is full; 0 before.
-    private var head: UInt16
     /// The newest event's `seq` (0 when empty), kept beside the ring: a sheet's version is read
     /// on every request, and the ring's storage is usually cold in cache.
     private(set) var newestSeq: UInt64 = 0
+    /// Physical index of the oldest event once the ring is full; 0 before. Last, so a `Sheet`'s
+    /// one-byte fields fit in the bytes after it.
+    private var head: UInt16
     private static let capacity = UInt16(Sheet.retainedEvents)
 
     init() {

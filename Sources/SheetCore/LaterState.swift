@@ -28,7 +28,7 @@ public struct LaterState: Hashable, Sendable, Decodable {
     public static func stored(of sheet: Sheet) -> LaterState? {
         let configuration = sheet.configuration
         guard sheet.hasChanges || sheet.containerHeight != configuration.containerHeight
-                || sheet.stack != [configuration.rootScreen] || sheet.parent != nil || sheet.child != nil else { return nil }
+                || sheet.stack != configuration.storage.rootStack || sheet.parent != nil || sheet.child != nil else { return nil }
         return LaterState(of: sheet)
     }
 

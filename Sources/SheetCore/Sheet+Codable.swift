@@ -93,7 +93,7 @@ extension Sheet {
         guard height.isFinite, SheetConfiguration.containerHeightRange.contains(height) else {
             throw RestoreError(part: .containerHeight, reason: "a container height is 1 to 10000 points")
         }
-        let stack = later.stack ?? [configuration.rootScreen]
+        let stack = later.stack ?? configuration.storage.rootStack
         guard !stack.isEmpty, stack.count <= NavigationStack.maximumDepth,
               stack.allSatisfy({ NavigationStack.problem(withName: $0) == nil }) else {
             throw RestoreError(part: .stack, reason: "a navigation stack holds 1 to \(NavigationStack.maximumDepth) screen names")
@@ -113,7 +113,6 @@ extension Sheet {
             layout = ContainerLayout(detents: configuration.detents, thresholdIndex: configuration.storage.thresholdIndex,
                                      containerHeight: height)
         }
-        log = EventLog()
-        for event in events { log.append(event) }
+        replaceLog(with: events)
     }
 }

@@ -100,7 +100,7 @@ extension Sheet {
 
     mutating func record(_ kind: SheetEvent.Kind, gesture: GestureResolution? = nil, now: Timestamp) -> SheetOutcome {
         let event = SheetEvent(seq: version + 1, at: now, kind: kind, gesture: gesture)
-        log.append(event)
+        appendToLog(event)
         return SheetOutcome(events: [event])
     }
 

@@ -26,7 +26,10 @@ public struct Sheet: Hashable, Sendable, Decodable {
     public let configuration: SheetConfiguration
     public let createdAt: Timestamp
     public internal(set) var presentation: Int
-    var log: EventLog
+    /// The events, or none while the only one is the `presented` every sheet starts with, which
+    /// `log` then derives: a sheet that was never changed (most of what a store holds) carries
+    /// no event buffer. Empty exactly when the log is that one event, so equality still compares logs.
+    private var recorded: EventLog
     public internal(set) var phase: Phase
     public internal(set) var dismissReason: DismissReason?
     var detentIndex: UInt8
@@ -50,9 +53,9 @@ public struct Sheet: Hashable, Sendable, Decodable {
     /// Where the sheet rests (or rested, once dismissed). Never the threshold.
     public var detent: Detent { configuration.storage.detents[Int(detentIndex)] }
     /// The `seq` of the latest event: what `If-Match`-style preconditions compare against.
-    public var version: UInt64 { log.newestSeq }
+    public var version: UInt64 { recorded.isEmpty ? 1 : recorded.newestSeq }
     /// When the latest event was recorded.
-    public var updatedAt: Timestamp { log.newest?.at ?? createdAt }
+    public var updatedAt: Timestamp { recorded.newest?.at ?? createdAt }
     /// Newest `retainedEvents` events, oldest first.
     public var events: EventLog { log }
     /// The height the detents resolve against now (`configuration` keeps the one it was created with).
@@ -92,16 +95,41 @@ public struct Sheet: Hashable, Sendable, Decodable {
         self.configuration = configuration
         self.createdAt = now
         self.presentation = 1
-        self.log = EventLog()
+        self.recorded = EventLog()
         self.phase = .presented
         self.dismissReason = nil
         self.detentIndex = UInt8(configuration.storage.defaultIndex)
         self.hasChanges = false
         self.layout = configuration.storage.layout
-        self.stack = [configuration.rootScreen]
+        self.stack = configuration.storage.rootStack
         self.links = ChainLinks(parent: parent, child: nil)
-        log.append(SheetEvent(seq: 1, at: now,
-                              kind: .presented(detent: configuration.defaultDetent, presentation: 1)))
+    }
+
+    /// Seq 1, `presented {detent: default, presentation: 1}` at creation: every sheet's first event.
+    private var firstEvent: SheetEvent {
+        SheetEvent(seq: 1, at: createdAt, kind: .presented(detent: configuration.defaultDetent, presentation: 1))
+    }
+
+    /// The retained events, the first one derived while it is the only one.
+    var log: EventLog {
+        if !recorded.isEmpty { return recorded }
+        var log = EventLog()
+        log.append(firstEvent)
+        return log
+    }
+
+    /// Records `event` after the newest one.
+    mutating func appendToLog(_ event: SheetEvent) {
+        if recorded.isEmpty { recorded.append(firstEvent) }
+        recorded.append(event)
+    }
+
+    /// Replaces the log with `events` (seq order, at least one), keeping none when they are just
+    /// the first event.
+    mutating func replaceLog(with events: some Collection<SheetEvent>) {
+        recorded = EventLog()
+        if events.count == 1, events.first == firstEvent { return }
+        for event in events { recorded.append(event) }
     }
 
     /// Applies an action to this sheet alone. On error nothing changes. Events get seq
@@ -159,7 +187,7 @@ public struct Sheet: Hashable, Sendable, Decodable {
             detentIndex = UInt8(configuration.storage.defaultIndex)
             presentation += 1
             hasChanges = false
-            stack = [configuration.rootScreen]
+            stack = configuration.storage.rootStack
             return record(.presented(detent: detent, presentation: presentation), now: now)
 
         case .changes(let value):
@@ -183,6 +211,8 @@ public struct Sheet: Hashable, Sendable, Decodable {
 
     /// Events with seq > after, or `.expired` when some of them were already dropped.
     public func events(after: UInt64) -> EventsAfter {
+        if after >= version { return .events([]) }
+        let log = self.log
         guard let oldest = log.first?.seq, oldest >= 1 else { return .events([]) }
         if after < oldest - 1 { return .expired }
         let skip = after - (oldest - 1)   // no overflow even for after == .max
@@ -199,8 +229,7 @@ public struct Sheet: Hashable, Sendable, Decodable {
     /// that keeps the events apart from the state writes, so a change does not carry the log.
     public func keepingNewestEvents(_ count: Int) -> Sheet {
         var copy = self
-        copy.log = EventLog()
-        for event in log.suffix(max(1, count)) { copy.log.append(event) }
+        copy.replaceLog(with: log.suffix(max(1, count)))
         return copy
     }
 

@@ -225,6 +225,9 @@ public struct SheetConfiguration: Hashable, Sendable, Decodable {
         let protectWhen: ProtectWhen
         let undimmedIndex: Int?
         let rootScreen: String
+        /// `[rootScreen]`, built once: every sheet's stack starts as this array, so the sheets
+        /// that never navigate share one buffer instead of each holding its own.
+        let rootStack: [String]
         /// The detents at the height the session was created with: where every sheet starts,
         /// shared by all of them until one is resized.
         let layout: ContainerLayout
@@ -242,6 +245,7 @@ public struct SheetConfiguration: Hashable, Sendable, Decodable {
             self.protectWhen = protectWhen
             self.undimmedIndex = undimmedIndex
             self.rootScreen = rootScreen
+            self.rootStack = [rootScreen]
             self.layout = ContainerLayout(detents: detents, thresholdIndex: thresholdIndex, containerHeight: containerHeight)
         }
 

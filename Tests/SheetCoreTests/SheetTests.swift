@@ -12,6 +12,31 @@ import Testing
         #expect(sheet.createdAt == t0)
         #expect(sheet.updatedAt == t0)
         #expect(Array(sheet.events) == [SheetEvent(seq: 1, at: t0, kind: .presented(detent: .large, presentation: 1))])
+        #expect(sheet.events(after: 0) == .events(Array(sheet.events)))
+        #expect(sheet.events(after: 1) == .events([]))
+    }
+
+    /// A sheet rebuilt from its parts equals the one it came from, and shows the same events,
+    /// whether its log is still the first event alone (derived, not stored) or longer, in full or
+    /// cut to the newest event.
+    @Test(arguments: [0, 1, 3])
+    func rebuiltFromItsPartsItIsTheSame(drags: Int) throws {
+        var sheet = Sheet(configuration: try seedConfiguration(), now: t0)
+        for n in 0..<drags {
+            mustApply(&sheet, .drag(.detent(n % 2 == 0 ? .medium : .large)), at: tick(Int64(n + 1)))
+        }
+        let rebuilt = try Sheet(restoring: sheet.configuration, phase: sheet.phase, detent: sheet.detent,
+                                presentation: sheet.presentation, dismissReason: sheet.dismissReason,
+                                createdAt: sheet.createdAt, events: Array(sheet.events))
+        #expect(rebuilt == sheet)
+        #expect(rebuilt.version == UInt64(drags + 1))
+        #expect(rebuilt.events(after: 0) == .events(Array(sheet.events)))
+        #expect(Array(sheet.events).count == drags + 1)
+        let newest = sheet.keepingNewestEvents(1)
+        #expect(newest == rebuilt.keepingNewestEvents(1))
+        #expect(Array(newest.events) == [try #require(sheet.events.last)])
+        #expect(newest.version == sheet.version)
+        #expect((newest == sheet) == (drags == 0))
     }
 }
 
