@@ -27,7 +27,8 @@ extension SQLiteArchive {
 
         let decoder = JSONDecoder()
         // Read through the page cache, not a mapping: every page of the file is read once here,
-        // and mapped pages would stay in the process's RSS. The writer maps again afterwards.
+        // and mapped pages would stay in the process's RSS. The writer maps again afterwards
+        // only if `options.mmapBytes` asks for it.
         try database.execute("PRAGMA mmap_size = 0")
         contents.sessions = try readSessions(database, decoder)
         let keys = try database.prepare("""

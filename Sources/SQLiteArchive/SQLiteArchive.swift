@@ -39,8 +39,11 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         public var busyTimeoutMilliseconds: Int32 = 5000
         /// SQLite's page cache, in KiB.
         public var cacheKiB = 65_536
-        /// How much of the file reads may map instead of copying (`PRAGMA mmap_size`).
-        public var mmapBytes = 1 << 30
+        /// How much of the file reads may map instead of copying (`PRAGMA mmap_size`). None by
+        /// default: the sessions live in memory, so the file is read only to find where a write
+        /// goes, and every page a mapping ever touched would stay in the process's RSS (about
+        /// 400 B per session at a million) where the kernel's page cache holds it anyway.
+        public var mmapBytes = 0
         /// WAL pages after which the checkpointer thread copies them back into the main file.
         public var checkpointPages = 4_000
         /// WAL pages after which the writer checkpoints itself, between two groups: only if the
