@@ -23,13 +23,23 @@ package final class RouteEntry: Sendable {
     package let answer: Answer
     /// The methods the route answers, for 405 and `Allow` (HEAD is answered as GET).
     package let allowedMethods: [String]
-    /// `template`'s bytes, matched against a request path without allocating.
-    fileprivate let pattern: [UInt8]
+    /// `template`'s bytes before its `{id}` (all of them when it has none) and after it (nil
+    /// when it has none), so a path is matched by its length and two short comparisons.
+    private let prefix: [UInt8]
+    private let suffix: [UInt8]?
 
     init(_ template: String, _ answer: Answer) {
         self.template = template
         self.answer = answer
-        self.pattern = Array(template.utf8)
+        let bytes = Array(template.utf8)
+        if let open = bytes.firstIndex(of: UInt8(ascii: "{")), let close = bytes[open...].firstIndex(of: UInt8(ascii: "}")) {
+            precondition(!bytes[(close + 1)...].contains(UInt8(ascii: "{")), "a route template names at most one {id}: \(template)")
+            prefix = Array(bytes[..<open])
+            suffix = Array(bytes[(close + 1)...])
+        } else {
+            prefix = bytes
+            suffix = nil
+        }
         switch answer {
         case .action: allowedMethods = ["POST"]
         case .handlers(let handlers): allowedMethods = handlers.map(\.method)
@@ -42,6 +52,24 @@ package final class RouteEntry: Sendable {
 
     static func handlers(_ template: String, _ handlers: MethodHandler...) -> RouteEntry {
         RouteEntry(template, .handlers(handlers))
+    }
+
+    /// Whether `path` fits the template, where `{id}` stands for one non-empty segment (no `/`):
+    /// the byte range of that segment, an empty range when the template has none, or nil.
+    fileprivate func match(_ path: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        guard let suffix else {
+            return path.count == prefix.count && Self.bytes(of: path, at: 0, equal: prefix) ? 0..<0 : nil
+        }
+        let end = path.count - suffix.count
+        guard end > prefix.count, Self.bytes(of: path, at: 0, equal: prefix), Self.bytes(of: path, at: end, equal: suffix)
+        else { return nil }
+        for i in prefix.count..<end where path[i] == UInt8(ascii: "/") { return nil }
+        return prefix.count..<end
+    }
+
+    private static func bytes(of path: UnsafeBufferPointer<UInt8>, at offset: Int, equal expected: [UInt8]) -> Bool {
+        for (i, byte) in expected.enumerated() where path[offset + i] != byte { return false }
+        return true
     }
 
     func handler(for method: String) -> MethodHandler? {
@@ -123,32 +151,8 @@ package struct Route: Sendable, Equatable {
     private static func find(_ path: UnsafeBufferPointer<UInt8>) -> (Int, Range<Int>)? {
         let entries = RouteTable.entries
         for index in entries.indices {
-            let id = entries[index].pattern.withUnsafeBufferPointer { match(path, $0) }
-            if let id { return (index, id) }
+            if let id = entries[index].match(path) { return (index, id) }
         }
         return nil
-    }
-
-    /// Whether `path` fits `pattern`, where `{…}` in the pattern stands for one non-empty segment
-    /// (no `/`): the range of that segment, an empty range when the pattern has none, or nil.
-    private static func match(_ path: UnsafeBufferPointer<UInt8>, _ pattern: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
-        var id = 0..<0
-        var p = 0
-        var i = 0
-        while p < pattern.count {
-            if pattern[p] == UInt8(ascii: "{") {
-                let start = i
-                while i < path.count, path[i] != UInt8(ascii: "/") { i += 1 }
-                guard i > start else { return nil }
-                id = start..<i
-                while p < pattern.count, pattern[p] != UInt8(ascii: "}") { p += 1 }
-                p += 1
-                continue
-            }
-            guard i < path.count, path[i] == pattern[p] else { return nil }
-            i += 1
-            p += 1
-        }
-        return i == path.count ? id : nil
     }
 }
