@@ -176,7 +176,6 @@ extension SQLiteArchive {
             } catch {
                 throw unreadable(row.id, error)
             }
-            ordinals[row.id] = row.ordinal
             newestSeq[row.ordinal] = sheet.version
             // A change writes no session row: its event's time is when the session was last used.
             let lastAccess = max(row.lastAccess, sheet.updatedAt.millisecondsSince1970)

@@ -106,9 +106,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     private var configurationTexts: [SheetConfiguration: String] = [:]
     private static let configurationTextLimit = 4096
     var lastVacuum = ContinuousClock.now
-    /// Each live session's ordinal (how the log names it) and, by ordinal, its newest seq, so
-    /// compaction can tell retained rows from dropped ones with integer lookups.
-    var ordinals: [SessionID: UInt64] = [:]
+    /// Each live session's newest seq, by ordinal (how the log names a session; changes carry
+    /// it), so compaction can tell retained rows from dropped ones with integer lookups.
     var newestSeq: [UInt64: UInt64] = [:]
     /// Log rows owed to compaction (two per appended row); and where its scan resumes.
     var compactionOwed = 0
@@ -315,20 +314,19 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                     try s.insertSession.run()
                     let state = ArchivedState(sheet)
                     for event in sheet.events { try append(event, state, of: ordinal, s) }
-                    ordinals[id] = ordinal
                     newestSeq[ordinal] = sheet.version
                     highestOrdinal = max(highestOrdinal, ordinal)
-                case let .changed(id, state, events, _):
+                case let .changed(_, ordinal, state, events, _):
                     // Appended rows only: the event's time is the session's last access, and the
                     // newest row's state is the session's state, so no session row is rewritten.
-                    guard let ordinal = ordinals[id] else { continue }   // deleted before this change committed
+                    guard newestSeq[ordinal] != nil else { continue }   // not a stored session
                     for event in events { try append(event, state, of: ordinal, s) }
                     newestSeq[ordinal] = state.version
-                case let .deleted(id):
+                case let .deleted(id, ordinal):
                     // Its log rows are garbage from now on; compaction removes them.
                     s.deleteSession.bind(1, id.description)
                     try s.deleteSession.run()
-                    if let ordinal = ordinals.removeValue(forKey: id), let newest = newestSeq.removeValue(forKey: ordinal) {
+                    if let newest = newestSeq.removeValue(forKey: ordinal) {
                         compactionOwed += Int(min(newest, UInt64(Sheet.retainedEvents)))
                         changedDuringPass = true
                     }

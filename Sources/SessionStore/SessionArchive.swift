@@ -38,9 +38,10 @@ public enum ArchiveChange: Sendable {
     case created(SessionID, ordinal: UInt64, sheet: Sheet, lastAccess: Int64, tenant: Tenant)
     /// A session's new state after an action, and the events the action appended. Only the
     /// changed scalars travel, not the `Sheet`, so the shard's next change to the session does
-    /// not have to copy its event log.
-    case changed(SessionID, state: ArchivedState, events: [SheetEvent], lastAccess: Int64)
-    case deleted(SessionID)
+    /// not have to copy its event log. The ordinal (also in `deleted`) is the one it was created
+    /// with: an archive that names a session's rows by it needs no map from ids of its own.
+    case changed(SessionID, ordinal: UInt64, state: ArchivedState, events: [SheetEvent], lastAccess: Int64)
+    case deleted(SessionID, ordinal: UInt64)
     /// A session was read: remember when, for the idle sweep after a restart.
     case touched(SessionID, lastAccess: Int64)
     case keyStored(ArchivedKey)

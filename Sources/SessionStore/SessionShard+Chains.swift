@@ -59,8 +59,8 @@ extension SessionShard {
                 } else if let index = sessions.index(forKey: change.id) {
                     sessions.values[index].sheet = change.sheet
                     sessions.values[index].lastAccess = now.millisecondsSince1970
-                    changes.append(.changed(change.id, state: ArchivedState(change.sheet), events: change.events,
-                                            lastAccess: now.millisecondsSince1970))
+                    changes.append(.changed(change.id, ordinal: sessions.values[index].ordinal, state: ArchivedState(change.sheet),
+                                            events: change.events, lastAccess: now.millisecondsSince1970))
                     others.append(CommittedWith(change))
                 }
             }
@@ -99,16 +99,16 @@ extension SessionShard {
         var changes: [ArchiveChange] = []
         var others: [CommittedWith] = []
         for gone in doomed {
-            let version = sessions[gone]?.sheet.version ?? 0
-            remove(gone, reason: .sessionDeleted)
-            changes.append(.deleted(gone))
+            guard let removed = remove(gone, reason: .sessionDeleted) else { continue }
+            changes.append(.deleted(gone, ordinal: removed.ordinal))
+            let version = removed.sheet.version
             if gone != id { others.append(CommittedWith(id: gone, previousVersion: version, version: version)) }
         }
         for change in below {
             guard let index = sessions.index(forKey: change.id) else { continue }
             sessions.values[index].sheet = change.sheet
-            changes.append(.changed(change.id, state: ArchivedState(change.sheet), events: change.events,
-                                    lastAccess: sessions.values[index].lastAccess))
+            changes.append(.changed(change.id, ordinal: sessions.values[index].ordinal, state: ArchivedState(change.sheet),
+                                    events: change.events, lastAccess: sessions.values[index].lastAccess))
             others.append(CommittedWith(change))
         }
         try await persist(changes, of: id, previousVersion: entry.sheet.version, version: entry.sheet.version, others: others)
@@ -130,9 +130,8 @@ extension SessionShard {
         }
         var removed: [(change: ArchiveChange, tenant: Tenant)] = []
         for member in members {
-            guard let tenant = sessions[member]?.tenant else { continue }
-            remove(member, reason: .sessionDeleted)
-            removed.append((.deleted(member), tenant))
+            guard let entry = remove(member, reason: .sessionDeleted) else { continue }
+            removed.append((.deleted(member, ordinal: entry.ordinal), entry.tenant))
         }
         return removed
     }

@@ -28,7 +28,7 @@ extension SessionShard {
                   waiters[id] == nil, subscribers[id] == nil, inFlight[id] == nil
             else { continue }
             remove(id, reason: .sessionDeleted)
-            removed.append(.deleted(id))
+            removed.append(.deleted(id, ordinal: entry.ordinal))
             owners.append(entry.tenant)
         }
         if !removed.isEmpty { _ = archive.submit(removed) }

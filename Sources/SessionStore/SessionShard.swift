@@ -186,11 +186,12 @@ actor SessionShard {
             return (.success(result), previous, [])
         }
         guard archiveKeepsChanges else { return (.success(result), previous, []) }
-        var changes = [ArchiveChange.changed(id, state: ArchivedState(entry.sheet), events: outcome.events,
-                                             lastAccess: entry.lastAccess)]
+        var changes = [ArchiveChange.changed(id, ordinal: entry.ordinal, state: ArchivedState(entry.sheet),
+                                             events: outcome.events, lastAccess: entry.lastAccess)]
         for other in chain {
-            changes.append(.changed(other.id, state: ArchivedState(other.sheet), events: other.events,
-                                    lastAccess: sessions[other.id]?.lastAccess ?? entry.lastAccess))
+            guard let otherEntry = sessions[other.id] else { continue }
+            changes.append(.changed(other.id, ordinal: otherEntry.ordinal, state: ArchivedState(other.sheet),
+                                    events: other.events, lastAccess: otherEntry.lastAccess))
         }
         return (.success(result), previous, changes)
     }
@@ -284,14 +285,16 @@ actor SessionShard {
         }
         guard entry.sheet.isInChain || children[id] != nil else {
             remove(id, reason: .sessionDeleted)
-            try await persist([.deleted(id)], of: id, previousVersion: entry.sheet.version, version: entry.sheet.version)
+            try await persist([.deleted(id, ordinal: entry.ordinal)], of: id, previousVersion: entry.sheet.version, version: entry.sheet.version)
             return DeletedSessions(count: 1, events: [])
         }
         return try await deleteChain(from: id, entry, tenant: tenant)
     }
 
-    func remove(_ id: SessionID, reason: SubscriptionEnd) {
-        guard let entry = sessions.removeValue(forKey: id) else { return }
+    /// Takes `id` out of memory (its waiters and streams end with `reason`); returns what it was.
+    @discardableResult
+    func remove(_ id: SessionID, reason: SubscriptionEnd) -> Entry? {
+        guard let entry = sessions.removeValue(forKey: id) else { return nil }
         if let parent = entry.sheet.parent, var siblings = children[parent] {
             siblings.removeAll { $0 == id }
             children[parent] = siblings.isEmpty ? nil : siblings
@@ -307,6 +310,7 @@ actor SessionShard {
             slot.subscriber.ended(reason)
         }
         compactOrderIfWasteful()
+        return entry
     }
 
     // MARK: Listing

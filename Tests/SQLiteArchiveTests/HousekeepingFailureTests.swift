@@ -23,7 +23,7 @@ struct HousekeepingFailureTests {
         try await first.submit(ids.enumerated().map { index, id in
             .created(id, ordinal: UInt64(index + 1), sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)
         } + [.created(kept, ordinal: 3001, sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)]).wait()
-        try await first.submit(ids.map { .deleted($0) }).wait()
+        try await first.submit(ids.enumerated().map { .deleted($1, ordinal: UInt64($0 + 1)) }).wait()
         first.close()
 
         let reports = LockedValue<[String]>([])

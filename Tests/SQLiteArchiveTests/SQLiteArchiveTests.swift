@@ -27,9 +27,9 @@ func seedConfiguration() throws -> SheetConfiguration {
 }
 
 /// Applies `action` to `sheet` and returns the change the shard would submit.
-func step(_ sheet: inout Sheet, _ id: SessionID, _ action: SheetAction, at ms: Int64) throws -> ArchiveChange {
+func step(_ sheet: inout Sheet, _ id: SessionID, ordinal: UInt64, _ action: SheetAction, at ms: Int64) throws -> ArchiveChange {
     let outcome = try sheet.apply(action, now: Timestamp(millisecondsSince1970: ms))
-    return .changed(id, state: ArchivedState(sheet), events: outcome.events, lastAccess: ms)
+    return .changed(id, ordinal: ordinal, state: ArchivedState(sheet), events: outcome.events, lastAccess: ms)
 }
 
 func answer(_ text: String, status: Int = 200) -> StoredAnswer {
@@ -65,11 +65,11 @@ struct SQLiteArchiveTests {
         ]))
         for index in 0..<300 {
             let to: Detent = index % 2 == 0 ? .medium : .large
-            commits.append(archive.submit([try step(&busy, busyID, .drag(.detent(to)), at: 1000 + Int64(index))]))
+            commits.append(archive.submit([try step(&busy, busyID, ordinal: 1, .drag(.detent(to)), at: 1000 + Int64(index))]))
         }
-        commits.append(archive.submit([try step(&asking, askingID, .drag(.detent(.height(300))), at: 2000)]))
-        commits.append(archive.submit([try step(&dismissed, dismissedID, .dismiss(.programmatic), at: 2001)]))
-        commits.append(archive.submit([.deleted(goneID)]))
+        commits.append(archive.submit([try step(&asking, askingID, ordinal: 2, .drag(.detent(.height(300))), at: 2000)]))
+        commits.append(archive.submit([try step(&dismissed, dismissedID, ordinal: 3, .dismiss(.programmatic), at: 2001)]))
+        commits.append(archive.submit([.deleted(goneID, ordinal: 4)]))
         let scoped = ArchivedKey(scope: askingID, key: "drag-1", fingerprintValue: .max, fingerprintCheck: 7,
                                  answer: answer(#"{"ok":true}"#), storedAt: Timestamp(millisecondsSince1970: 3000))
         let global = ArchivedKey(scope: nil, key: "create-1", fingerprintValue: 1, fingerprintCheck: 2,
@@ -304,7 +304,7 @@ struct SQLiteArchiveTests {
         }).wait()
         let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)
         let full = try database.integer("PRAGMA page_count")
-        try await archive.submit(ids.map { .deleted($0) }).wait()
+        try await archive.submit(ids.enumerated().map { .deleted($1, ordinal: UInt64($0 + 1)) }).wait()
         // Compaction removes the deleted sessions' log rows a step at a time, between commits;
         // the incremental vacuum after each commit gives the freed pages back.
         var emptied = full
@@ -410,7 +410,7 @@ struct SQLiteLoadingTests {
         // 5,000 drags of the first session: more log rows than one decoding batch holds.
         var changes: [ArchiveChange] = []
         for index in 0..<5000 {
-            changes.append(try step(&sheets[0], ids[0], .drag(.detent(index % 2 == 0 ? .medium : .large)), at: 2000 + Int64(index)))
+            changes.append(try step(&sheets[0], ids[0], ordinal: 1, .drag(.detent(index % 2 == 0 ? .medium : .large)), at: 2000 + Int64(index)))
         }
         try await archive.submit(changes).wait()
         archive.close()

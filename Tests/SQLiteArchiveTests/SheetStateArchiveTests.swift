@@ -24,7 +24,7 @@ struct SheetStateArchiveTests {
         let actions: [SheetAction] = [.changes(hasChanges: true), .resize(containerHeight: 390.5),
                                       .navigate(.push("details")), .navigate(.push("photo-1")), .navigate(.pop(1))]
         for (index, action) in actions.enumerated() {
-            commits.append(archive.submit([try step(&edited, editedID, action, at: 1000 + Int64(index))]))
+            commits.append(archive.submit([try step(&edited, editedID, ordinal: 1, action, at: 1000 + Int64(index))]))
         }
         for commit in commits { try await commit.wait() }
         archive.close()
