@@ -38,7 +38,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         /// How long a write waits for a lock held by another connection (a backup, say).
         public var busyTimeoutMilliseconds: Int32 = 5000
         /// SQLite's page cache, in KiB.
-        public var cacheKiB = 65_536
+        public var cacheKiB = 32_768
         /// How much of the file reads may map instead of copying (`PRAGMA mmap_size`). None by
         /// default: the sessions live in memory, so the file is read only to find where a write
         /// goes, and every page a mapping ever touched would stay in the process's RSS (about
