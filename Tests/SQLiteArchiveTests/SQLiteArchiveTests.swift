@@ -317,6 +317,36 @@ struct SQLiteArchiveTests {
         #expect(emptied < full / 4, "page_count \(full) → \(emptied)")
     }
 
+    /// A change names its session by the ordinal it was created with, so a change that commits
+    /// after its session was deleted lands nowhere, even when the id lives again under another.
+    @Test func aChangeAfterItsSessionWasDeletedLandsNowhere() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try SQLiteArchive.open(directory: directory.path)
+        _ = try archive.load()
+        let config = try seedConfiguration()
+        let id = SessionID.random()
+        var old = Sheet(configuration: config, now: t0)
+        let fresh = Sheet(configuration: config, now: t0)
+        let late = try step(&old, id, ordinal: 1, .drag(.detent(.medium)), at: 2000)
+        try await archive.submit([.created(id, ordinal: 1, sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default),
+                                  .deleted(id, ordinal: 1),
+                                  .created(id, ordinal: 2, sheet: fresh, lastAccess: 3, tenant: .default)]).wait()
+        try await archive.submit([late]).wait()
+        archive.close()
+
+        let reopened = try SQLiteArchive.open(directory: directory.path)
+        defer { reopened.close() }
+        let contents = try reopened.load()
+        #expect(contents.sessions.count == 1)
+        #expect(contents.sessions.first?.ordinal == 2)
+        #expect(contents.sessions.first?.sheet == fresh)
+        #expect(contents.sessions.first?.sheet.version == 1)
+        // Nor does it keep rows of the deleted ordinal alive: closing compacted them away.
+        let database = try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY)
+        #expect(try database.integer("SELECT count(*) FROM event_log WHERE session = 1") == 0)
+    }
+
     @Test func aSubmitAfterCloseFailsItsCommit() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
