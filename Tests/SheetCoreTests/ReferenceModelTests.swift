@@ -178,16 +178,20 @@ import Testing
 
     /// Runs `worlds` random worlds of `steps` steps from `seed`.
     /// `chains`: whether sessions are created over others (up to 8 deep) and deleted.
-    static func run(seed: UInt64, worlds: Int, steps: Int, chains: Bool) -> Coverage {
+    /// It is seconds of CPU on the cooperative pool (two threads on two cores), so it yields at
+    /// each world and every 64 steps: other suites' tasks (a sweep their test waits on) get turns.
+    static func run(seed: UInt64, worlds: Int, steps: Int, chains: Bool) async -> Coverage {
         var rng = SplitMix64(seed: seed)
         var coverage = Coverage()
 
         for world in 0..<worlds {
+            await Task.yield()
             var model = ModelWorld()
             var sheets: [SessionID: Sheet] = [:]
             var next = 1
             var clock = t0.millisecondsSince1970
             for step in 0..<steps {
+                if step % 64 == 63 { await Task.yield() }
                 clock += Int64(rng.next() % 5000)
                 let now = Timestamp(millisecondsSince1970: clock)
                 model.now = now
@@ -298,21 +302,21 @@ import Testing
     }
 
     @Test(arguments: [UInt64(1), 2, 3, 4])
-    func shortFlatSessions(seed: UInt64) {
-        #expect(Self.run(seed: seed, worlds: 1000, steps: 30, chains: false).checked > 10_000)
+    func shortFlatSessions(seed: UInt64) async {
+        #expect(await Self.run(seed: seed, worlds: 1000, steps: 30, chains: false).checked > 10_000)
     }
 
     /// Long sessions wrap the 256-event ring many times.
-    @Test func longSessions() {
-        #expect(Self.run(seed: 0xB16, worlds: 12, steps: 1500, chains: false).checked > 5000)
+    @Test func longSessions() async {
+        #expect(await Self.run(seed: 0xB16, worlds: 12, steps: 1500, chains: false).checked > 5000)
     }
 
     /// Chains of up to 8 nested sheets, created, acted on, cascaded and deleted at random; the
     /// seeds together reach every refusal a chain adds.
-    @Test func chainsOfSheets() {
+    @Test func chainsOfSheets() async {
         var refusals: Set<String> = []
         for seed in [UInt64(11), 12, 13] {
-            let coverage = Self.run(seed: seed, worlds: 70, steps: 120, chains: true)
+            let coverage = await Self.run(seed: seed, worlds: 70, steps: 120, chains: true)
             #expect(coverage.checked > 7000)
             #expect(coverage.deepest == SheetChain.maximumDepth)
             #expect(coverage.widestChange >= 4)
