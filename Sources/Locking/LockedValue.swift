@@ -55,6 +55,16 @@ package final class LockedValue<Value: Sendable>: @unchecked Sendable {
         return try body(&value)
     }
 
+    /// `withLock` if no one holds the lock now; nil, with `body` not run, if someone does.
+    @inline(__always)
+    package func withLockIfFree<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result? {
+        let result = pthread_mutex_trylock(mutex)
+        if result == EBUSY { return nil }
+        Self.check(result, "pthread_mutex_trylock")
+        defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
+        return try body(&value)
+    }
+
     @inline(__always)
     private static func check(_ result: Int32, _ call: StaticString) {
         if result != 0 { failed(result, call) }

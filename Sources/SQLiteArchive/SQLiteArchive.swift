@@ -46,9 +46,15 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         public var mmapBytes = 0
         /// WAL pages after which the checkpointer thread copies them back into the main file.
         public var checkpointPages = 4_000
-        /// WAL pages after which the writer checkpoints itself, between two groups: only if the
-        /// checkpointer cannot keep up (a sustained load never lets the WAL start over), so
-        /// the WAL stays bounded.
+        /// WAL pages after which the writer copies back, between two groups, what the checkpointer
+        /// thread's passes left (what was committed during the last one), if that thread is not
+        /// copying right now: a sustained load never lets the WAL start over by itself. The
+        /// remainder is short, so the next group waits a few milliseconds, and the WAL (24 MiB of
+        /// 4 KiB pages) stays below `walBytesKept`: a WAL that starts over longer than that is
+        /// cut back in that commit first, which made it wait tens of milliseconds.
+        public var writerRestartPages = 6_000
+        /// WAL pages after which the writer checkpoints itself even while the checkpointer thread
+        /// is copying (it waits for that pass): the bound for a checkpointer that cannot keep up.
         public var writerCheckpointPages = 20_000
         /// The WAL file is cut back to this size after a checkpoint has emptied it.
         public var walBytesKept = 32 << 20
@@ -280,7 +286,11 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             }
             commit.complete()
             batch.removeAll(keepingCapacity: true)
-            if walPages >= options.writerCheckpointPages { checkpointInWriter() }
+            if walPages >= options.writerCheckpointPages {
+                checkpointInWriter(waiting: true)
+            } else if walPages >= options.writerRestartPages {
+                checkpointInWriter(waiting: false)
+            }
             // Housekeeping runs between groups, in transactions of its own, after the answers.
             if compactionOwed >= options.compactionBudget { compact(budget: options.compactionBudget) }
             vacuumIfDue()

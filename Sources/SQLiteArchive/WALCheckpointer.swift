@@ -84,20 +84,38 @@ final class WALCheckpointer: @unchecked Sendable {
         finished.wait()
     }
 
+    /// What one checkpoint did.
+    struct Pass {
+        /// It copied everything the WAL held when it began.
+        var completed = false
+        /// The WAL's length in pages when it began.
+        var logPages = 0
+    }
+
     /// One PASSIVE checkpoint through `database`: copies what is committed without taking the
     /// write lock, so commits go on meanwhile. One at a time (the thread's and the writer's):
-    /// a second one waits for the first instead of failing busy. A failure (a backup holding a
-    /// lock, say) is not fatal: the next commit asks again. True when it ran to the end.
-    func checkpoint(_ database: SQLiteDatabase) -> Bool {
-        running.withLock { taken in
+    /// with `waiting`, a second one waits for the first instead of failing busy; without, it
+    /// does not run at all while another one does (not completed). A failure (a backup holding
+    /// a lock, say) is not fatal: the next commit asks again.
+    func checkpoint(_ database: SQLiteDatabase, waiting: Bool = true) -> Pass {
+        let body = { (taken: inout Int) -> Pass in
             taken += 1
             var logPages: Int32 = 0
             var copiedPages: Int32 = 0
             let status = sqlite3_wal_checkpoint_v2(database.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logPages, &copiedPages)
-            return status == SQLITE_OK && logPages == copiedPages
+            return Pass(completed: status == SQLITE_OK && logPages == copiedPages, logPages: Int(logPages))
         }
+        if waiting { return running.withLock(body) }
+        return running.withLockIfFree(body) ?? Pass()
     }
 
+    /// Passes in a row at most, each copying what was committed while the one before ran.
+    static let passesInARow = 8
+    /// A pass that finds fewer new pages than this ends the run: the writer copies the rest.
+    static let remainderPages = 256
+
+    /// Each wake runs passes until one finds little that is new (commits go on meanwhile, so
+    /// each copies what arrived during the one before), leaving the writer a short remainder.
     private func run() {
         while true {
             wake.wait()
@@ -106,8 +124,14 @@ final class WALCheckpointer: @unchecked Sendable {
                 return state.stopping
             }
             if stop { break }
-            if let database { _ = checkpoint(database) }
-            checkpointsRun.add(1, ordering: .relaxed)
+            guard let database else { continue }
+            var copiedThrough = 0
+            for _ in 0..<Self.passesInARow {
+                let pass = checkpoint(database)
+                checkpointsRun.add(1, ordering: .relaxed)
+                guard pass.completed, pass.logPages - copiedThrough >= Self.remainderPages else { break }
+                copiedThrough = pass.logPages
+            }
         }
         database = nil
         finished.signal()
@@ -119,20 +143,23 @@ extension SQLiteArchive {
     /// Checkpoints the checkpointer thread has run (none once the archive is closed).
     var checkpointsOffTheWriter: Int { checkpointer?.checkpointsRun.load(ordering: .relaxed) ?? 0 }
 
-    /// The WAL hook of the writer's connection: after each commit, the WAL's length.
+    /// The WAL hook of the writer's connection: after each commit, the WAL's length. Past
+    /// `writerRestartPages` the checkpointer thread is not woken again: the writer copies the
+    /// rest itself as soon as that thread is not copying (`checkpointInWriter`).
     func walCommitted(pages: Int) {
         walPages = pages
-        checkpointer?.walGrew(to: pages)
+        if pages < options.writerRestartPages { checkpointer?.walGrew(to: pages) }
     }
 
-    /// The fallback when the WAL could not start over: under a steady load the writer begins its
-    /// next transaction before the checkpointer has copied the last one, and SQLite starts the
-    /// WAL from its beginning only in a transaction that begins with everything copied. So past
-    /// `writerCheckpointPages` the writer finishes the copy itself, between groups and after the
-    /// answers (waiting for a checkpoint the thread is running, then copying only what that one
-    /// did not), and its next transaction starts the WAL over.
-    func checkpointInWriter() {
+    /// Lets the WAL start over under a steady load: SQLite starts it from its beginning only in
+    /// a transaction that begins with everything copied, and under load the writer begins its
+    /// next one before the checkpointer thread has copied the last. So past `writerRestartPages`
+    /// the writer copies the remainder itself, between groups and after the answers, and its next
+    /// transaction starts the WAL over. Without `waiting` it does not when the checkpointer is
+    /// copying (the next group asks again); with it, past `writerCheckpointPages`, it waits for
+    /// that pass, then copies only what the pass did not.
+    func checkpointInWriter(waiting: Bool) {
         guard let database, let checkpointer else { return }
-        if checkpointer.checkpoint(database) { walPages = 0 }
+        if checkpointer.checkpoint(database, waiting: waiting).completed { walPages = 0 }
     }
 }

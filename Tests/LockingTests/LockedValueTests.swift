@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import Locking
 import Testing
 
@@ -22,6 +24,24 @@ struct LockedValueTests {
         let value = LockedValue(1)
         #expect(throws: Refused.self) { try value.withLock { _ throws(Refused) in throw Refused() } }
         #expect(value.withLock { $0 } == 1)
+    }
+
+    @Test("withLockIfFree does not run while another thread holds the lock, and runs once it is free")
+    func withLockIfFreeRefusesAHeldLock() {
+        let value = LockedValue(1)
+        let seen = LockedValue<Int?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        value.withLock { _ in
+            // The other thread only tries the lock, so waiting for it here cannot deadlock.
+            Thread {
+                seen.withLock { $0 = value.withLockIfFree { $0 += 1; return $0 } }
+                done.signal()
+            }.start()
+            done.wait()
+        }
+        #expect(seen.withLock { $0 } == nil)
+        #expect(value.withLockIfFree { $0 += 1; return $0 } == 2)
+        #expect(value.withLock { $0 } == 2)
     }
 
     #if DEBUG

@@ -384,15 +384,26 @@ struct SQLiteArchiveTests {
 
 @Suite("SQLite archive: checkpoints")
 struct SQLiteCheckpointTests {
+    /// The writer's two ways of letting the WAL start over: copying the remainder only when the
+    /// checkpointer thread is not copying (restart pages), and waiting for that thread's pass
+    /// (checkpoint pages). Each alone must keep the WAL bounded.
+    static let writerBounds: [(restartPages: Int, checkpointPages: Int)] = [
+        (restartPages: 64, checkpointPages: .max),   // never waits for the checkpointer
+        (restartPages: .max, checkpointPages: 128),  // only the waiting fallback
+    ]
+
     /// 12,000 creates in 60 groups write far more than the WAL may hold: the checkpointer thread
-    /// copies it back, the WAL starts over, and (with `journal_size_limit` 0) its file stays
-    /// within the writer's own fallback bound plus a group. Everything is there after reopening.
-    @Test func theWALStaysBoundedWhileACheckpointerThreadCopiesItBack() async throws {
+    /// copies it back, the writer copies the rest, the WAL starts over, and (with
+    /// `journal_size_limit` 0) its file stays within the writer's bound plus a group.
+    /// Everything is there after reopening.
+    @Test(arguments: writerBounds)
+    func theWALStaysBoundedWhileACheckpointerThreadCopiesItBack(_ bound: (restartPages: Int, checkpointPages: Int)) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
         var options = SQLiteArchive.Options()
         options.checkpointPages = 16
-        options.writerCheckpointPages = 128
+        options.writerRestartPages = bound.restartPages
+        options.writerCheckpointPages = bound.checkpointPages
         options.walBytesKept = 0
         let archive = try SQLiteArchive.open(directory: directory.path, options: options)
         _ = try archive.load()
