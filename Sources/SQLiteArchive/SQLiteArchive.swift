@@ -332,17 +332,17 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                     guard newestSeq[ordinal] != nil else { continue }   // not a stored session
                     for event in events { try append(event, state, of: ordinal, s) }
                     newestSeq[ordinal] = state.version
-                case let .deleted(id, ordinal):
+                case let .deleted(_, ordinal):
                     // Its log rows are garbage from now on; compaction removes them.
-                    s.deleteSession.bind(1, id.description)
+                    s.deleteSession.bind(1, ordinal)
                     try s.deleteSession.run()
                     if let newest = newestSeq.removeValue(forKey: ordinal) {
                         compactionOwed += Int(min(newest, UInt64(Sheet.retainedEvents)))
                         changedDuringPass = true
                     }
-                case let .touched(id, lastAccess):
+                case let .touched(_, ordinal, lastAccess):
                     s.touchSession.bind(1, lastAccess)
-                    s.touchSession.bind(2, id.description)
+                    s.touchSession.bind(2, ordinal)
                     try s.touchSession.run()
                 case let .keyStored(key):
                     s.storeKey.bind(1, key.scope?.description ?? "")

@@ -100,6 +100,25 @@ enum Schema {
             -- before. Rows written before this version have none: the defaults.
             ALTER TABLE event_log ADD COLUMN more TEXT;
             """),
+        Migration(version: 5, what: "sessions kept in creation order", sql: """
+            -- Keyed by their random id, sessions made every create write a b-tree page of its own
+            -- (a group of N creates about N random pages to the WAL, and as many copied back by
+            -- the checkpoint). Keyed by ordinal (creation order), a group of creates shares the
+            -- last page or two, as the log's appends do. Nothing reads a session row by its id:
+            -- the sessions are all in memory, and changes name a row by its ordinal.
+            CREATE TABLE sessions_by_ordinal (
+                ordinal INTEGER PRIMARY KEY,     -- creation order, for list cursors
+                id TEXT NOT NULL,                -- the 22-character id of the API
+                configuration TEXT NOT NULL,     -- SheetConfiguration as JSON
+                created_at INTEGER NOT NULL,     -- milliseconds since 1970
+                last_access INTEGER NOT NULL DEFAULT 0,
+                tenant TEXT NOT NULL DEFAULT 'default'   -- the defaults versions 2 and 3 gave
+            );
+            INSERT INTO sessions_by_ordinal (ordinal, id, configuration, created_at, last_access, tenant)
+                SELECT ordinal, id, configuration, created_at, last_access, tenant FROM sessions ORDER BY ordinal;
+            DROP TABLE sessions;
+            ALTER TABLE sessions_by_ordinal RENAME TO sessions;
+            """),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

@@ -13,8 +13,8 @@ final class Statements {
         insertSession = try db.prepare("""
             INSERT INTO sessions (id, ordinal, configuration, created_at, last_access, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
             """)
-        touchSession = try db.prepare("UPDATE sessions SET last_access = max(last_access, ?1) WHERE id = ?2")
-        deleteSession = try db.prepare("DELETE FROM sessions WHERE id = ?1")
+        touchSession = try db.prepare("UPDATE sessions SET last_access = max(last_access, ?1) WHERE ordinal = ?2")
+        deleteSession = try db.prepare("DELETE FROM sessions WHERE ordinal = ?1")
         appendEvent = try db.prepare("""
             INSERT INTO event_log (session, seq, body, phase, detent, presentation, dismiss_reason, more)
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)

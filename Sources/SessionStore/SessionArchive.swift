@@ -43,7 +43,7 @@ public enum ArchiveChange: Sendable {
     case changed(SessionID, ordinal: UInt64, state: ArchivedState, events: [SheetEvent], lastAccess: Int64)
     case deleted(SessionID, ordinal: UInt64)
     /// A session was read: remember when, for the idle sweep after a restart.
-    case touched(SessionID, lastAccess: Int64)
+    case touched(SessionID, ordinal: UInt64, lastAccess: Int64)
     case keyStored(ArchivedKey)
     /// Dropped from a ledger because it was full; the stored row goes too.
     case keyDropped(scope: SessionID?, key: String)

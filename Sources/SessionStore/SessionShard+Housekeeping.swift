@@ -45,7 +45,7 @@ extension SessionShard {
         var changes: [ArchiveChange] = []
         changes.reserveCapacity(touched.count)
         for id in touched {
-            if let entry = sessions[id] { changes.append(.touched(id, lastAccess: entry.lastAccess)) }
+            if let entry = sessions[id] { changes.append(.touched(id, ordinal: entry.ordinal, lastAccess: entry.lastAccess)) }
         }
         touched.removeAll(keepingCapacity: false)
         return changes.isEmpty ? nil : archive.submit(changes)

@@ -78,7 +78,7 @@ struct SQLiteArchiveTests {
                                   answer: answer(""), storedAt: Timestamp(millisecondsSince1970: 2998))
         commits.append(archive.submit([.keyStored(dropped), .keyStored(global), .keyStored(scoped),
                                        .keyDropped(scope: nil, key: "create-0"),
-                                       .touched(dismissedID, lastAccess: 5000)]))
+                                       .touched(dismissedID, ordinal: 3, lastAccess: 5000)]))
         for commit in commits { try await commit.wait() }
         archive.close()
 
@@ -429,6 +429,39 @@ struct SQLiteCheckpointTests {
         let reopened = try SQLiteArchive.open(directory: directory.path)
         defer { reopened.close() }
         #expect(try reopened.load().sessions.count == Int(written))
+    }
+
+    /// Sessions are stored in creation order: a group of creates on a file of many sessions adds
+    /// a few pages to the WAL, where rows kept in the order of their random ids put nearly every
+    /// create on a page of its own. (Checkpoints off, so the WAL only grows.)
+    @Test func aGroupOfCreatesAppendsAFewPagesNotOnePerSession() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        var options = SQLiteArchive.Options()
+        options.checkpointPages = .max
+        options.writerRestartPages = .max
+        options.writerCheckpointPages = .max
+        options.vacuumInterval = .seconds(3600)
+        let archive = try SQLiteArchive.open(directory: directory.path, options: options)
+        defer { archive.close() }
+        _ = try archive.load()
+        let config = try seedConfiguration()
+        var ordinal: UInt64 = 0
+        func creates(_ count: Int) -> [ArchiveChange] {
+            (0..<count).map { _ in
+                ordinal += 1
+                return .created(.random(), ordinal: ordinal, sheet: Sheet(configuration: config, now: t0), lastAccess: 1, tenant: .default)
+            }
+        }
+        // Far more pages of sessions than the group below has sessions.
+        for _ in 0..<20 { try await archive.submit(creates(1_000)).wait() }
+        func walBytes() throws -> UInt64 {
+            try FileManager.default.attributesOfItem(atPath: directory.file + "-wal")[.size] as? UInt64 ?? 0
+        }
+        let before = try walBytes()
+        try await archive.submit(creates(200)).wait()
+        let frames = (try walBytes() - before) / (4096 + 24)
+        #expect(frames < 40, "200 creates wrote \(frames) pages to the WAL")
     }
 }
 
