@@ -22,6 +22,7 @@ import Synchronization
 extension SQLiteArchive {
     func readContents() throws -> ArchiveContents {
         guard let database else { throw ArchiveError(.closed, "\(path) is closed") }
+        if statements == nil { try migrateBeforeReading(database) }
         var contents = ArchiveContents()
         contents.highestOrdinal = UInt64(bitPattern: try database.integer("SELECT coalesce(max(value), 0) FROM meta WHERE name = 'highest_ordinal'"))
 
@@ -57,6 +58,16 @@ extension SQLiteArchive {
 }
 
 extension SQLiteArchive {
+    /// An older file's migrations, run by the load (see `init`), then the statements for the
+    /// schema they leave. The migration's rows are then copied back into the main file here,
+    /// before any session is served, not by the writer's first group.
+    private func migrateBeforeReading(_ database: SQLiteDatabase) throws {
+        if try Self.pendingMigrations(database) != .none { try Self.migrate(database) }
+        statements = try Statements(database)
+        if let checkpointer { _ = checkpointer.checkpoint(database) }
+        walPages = 0
+    }
+
     /// A session as its rows give it, until the whole log is read.
     private struct SessionRows {
         let id: SessionID

@@ -63,6 +63,18 @@ extension SQLiteArchive {
         }
     }
 
+    enum PendingMigrations {
+        case none, creatingTheFile, upgrading
+    }
+
+    /// What `migrate` would do to this file: nothing, create every table, or upgrade an older
+    /// schema.
+    static func pendingMigrations(_ database: SQLiteDatabase) throws -> PendingMigrations {
+        let version = Int(try database.integer("PRAGMA user_version"))
+        if version >= Schema.currentVersion { return .none }
+        return version == 0 ? .creatingTheFile : .upgrading
+    }
+
     /// Brings the schema up to `Schema.currentVersion` in one transaction: all migrations or none.
     static func migrate(_ database: SQLiteDatabase) throws {
         try database.execute("BEGIN IMMEDIATE")

@@ -166,9 +166,20 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             try database.execute("PRAGMA cache_size = -\(options.cacheKiB)")
             try database.execute("PRAGMA mmap_size = \(options.mmapBytes)")
             try database.execute("PRAGMA journal_size_limit = \(options.walBytesKept)")
-            try Self.migrate(database)
             self.database = database
-            self.statements = try Statements(database)
+            // A new file gets its tables now. An older one is brought up to date by `load()`,
+            // which sheetd runs while it already answers: a migration that rewrites a table of a
+            // million sessions takes seconds. The statements are prepared for the schema they
+            // will run on, so only after it.
+            switch try Self.pendingMigrations(database) {
+            case .none:
+                self.statements = try Statements(database)
+            case .creatingTheFile:
+                try Self.migrate(database)
+                self.statements = try Statements(database)
+            case .upgrading:
+                break
+            }
             checkpointer = try WALCheckpointer(path: path, synchronous: options.synchronous,
                                                busyTimeoutMilliseconds: options.busyTimeoutMilliseconds,
                                                thresholdPages: options.checkpointPages)
@@ -307,7 +318,9 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
 
     /// One transaction for a whole group of changes, in the order they were submitted.
     private func write(_ changes: [ArchiveChange]) throws {
-        guard let s = statements else { return }
+        guard let s = statements else {
+            throw ArchiveError("\(path) was not migrated to schema \(Schema.currentVersion): changes submitted before load()")
+        }
         try s.begin.run()
         do {
             var highestOrdinal: UInt64 = 0

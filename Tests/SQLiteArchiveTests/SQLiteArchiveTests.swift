@@ -179,7 +179,15 @@ struct SQLiteArchiveTests {
         }
         let started = Int64(Date().timeIntervalSince1970 * 1000)
         let archive = try SQLiteArchive.open(directory: directory.path)
+        // Opening leaves the schema as it is (sheetd listens right after); the load migrates.
+        func version() throws -> Int64 {
+            try SQLiteDatabase(path: directory.file, flags: SQLITE_OPEN_READONLY).integer("PRAGMA user_version")
+        }
+        #expect(try version() == 1)
         let contents = try archive.load()
+        #expect(try version() == Int64(Schema.currentVersion))
+        // A change after the load is written with the migrated schema.
+        try await archive.submit([.touched(id, ordinal: 7, lastAccess: started + 60_000)]).wait()
         archive.close()
         #expect(contents.sessions.count == 1)
         #expect(contents.sessions.first?.sheet == sheet)
@@ -195,6 +203,7 @@ struct SQLiteArchiveTests {
         #expect(try database.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'idempotency_by_age'") == 1)
         #expect(try database.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'events'") == 0)
         #expect(try database.integer("SELECT count(*) FROM event_log") == 1)
+        #expect(try database.integer("SELECT last_access FROM sessions WHERE ordinal = 7") == started + 60_000)
     }
 
     /// Opens must fail with `expected` in the message and leave the file byte for byte as it was.
