@@ -62,10 +62,9 @@ extension SQLiteArchive {
     /// schema they leave. The migration's rows are then copied back into the main file here,
     /// before any session is served, not by the writer's first group.
     private func migrateBeforeReading(_ database: SQLiteDatabase) throws {
-        if try Self.pendingMigrations(database) != .none { try Self.migrate(database) }
+        try Self.migrate(database)
         statements = try Statements(database)
-        if let checkpointer { _ = checkpointer.checkpoint(database) }
-        walPages = 0
+        checkpointInWriter(waiting: true)   // the writer's connection; its thread has not started
     }
 
     /// A session as its rows give it, until the whole log is read.

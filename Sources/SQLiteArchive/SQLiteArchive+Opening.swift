@@ -63,16 +63,11 @@ extension SQLiteArchive {
         }
     }
 
-    enum PendingMigrations {
-        case none, creatingTheFile, upgrading
-    }
-
-    /// What `migrate` would do to this file: nothing, create every table, or upgrade an older
-    /// schema.
-    static func pendingMigrations(_ database: SQLiteDatabase) throws -> PendingMigrations {
+    /// The file holds tables of an older schema: `migrate` would upgrade it (not create it, and
+    /// not leave it as it is).
+    static func hasOlderSchema(_ database: SQLiteDatabase) throws -> Bool {
         let version = Int(try database.integer("PRAGMA user_version"))
-        if version >= Schema.currentVersion { return .none }
-        return version == 0 ? .creatingTheFile : .upgrading
+        return version > 0 && version < Schema.currentVersion
     }
 
     /// Brings the schema up to `Schema.currentVersion` in one transaction: all migrations or none.

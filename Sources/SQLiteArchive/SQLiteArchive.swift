@@ -170,15 +170,11 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
             // A new file gets its tables now. An older one is brought up to date by `load()`,
             // which sheetd runs while it already answers: a migration that rewrites a table of a
             // million sessions takes seconds. The statements are prepared for the schema they
-            // will run on, so only after it.
-            switch try Self.pendingMigrations(database) {
-            case .none:
+            // will run on, so only after it: until then `statements` is nil, by which `load()`
+            // tells that migrations are owed.
+            if try !Self.hasOlderSchema(database) {
+                try Self.migrate(database)   // a new file's tables; nothing for a current one
                 self.statements = try Statements(database)
-            case .creatingTheFile:
-                try Self.migrate(database)
-                self.statements = try Statements(database)
-            case .upgrading:
-                break
             }
             checkpointer = try WALCheckpointer(path: path, synchronous: options.synchronous,
                                                busyTimeoutMilliseconds: options.busyTimeoutMilliseconds,
