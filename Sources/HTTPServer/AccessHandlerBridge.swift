@@ -150,7 +150,10 @@ extension ServerCore {
             }
             return queue(response, for: context)
         case .proceed:
-            if let early = responder.preflight(head) {
+            var tag = -1
+            let early = responder.preflight(head, tag: &tag)
+            context.head.tag = tag
+            if let early {
                 context.machine.answeredEarly()
                 context.connectionState?.markBusy()
                 context.connectionState?.lingerOnClose()
@@ -297,10 +300,9 @@ extension ServerCore {
             context.machine.fail()
             return MHD_Result.NO
         }
-        for (name, value) in response.headers {
-            let added = name.withCString { n in value.withCString { v in MHD_add_response_header(mhdResponse, n, v) } }
-            if added != MHD_Result.YES {
-                errorLog("libmicrohttpd refused response header \(name) (it refuses empty values and control characters)")
+        response.headers.forEachCString { name, value in
+            if MHD_add_response_header(mhdResponse, name, value) != MHD_Result.YES {
+                errorLog("libmicrohttpd refused response header \(String(cString: name)) (it refuses empty values and control characters)")
             }
         }
         context.status = status

@@ -64,7 +64,7 @@ extension ServerCore {
         // The library keeps no method the server can read at this point.
         let head = HTTPRequestHead(
             method: HTTPMethod(rawValue: ""), path: target.path, query: target.query,
-            headers: HTTPHeaders(storage: collectHeaders(connection).pairs),
+            headers: collectHeaders(connection).headers,
             clientAddress: state.clientAddress)
         var response = responder.rejection(rejection, head: head)
         response.headers.replace("Connection", "close")

@@ -1,68 +1,258 @@
 /// Case-insensitive header list, order preserved.
 ///
-/// Stored as a flat array of pairs: requests carry a dozen headers at most, where a linear scan
-/// with an allocation-free ASCII case-insensitive compare beats hashing.
+/// Every field lives in one byte buffer (`FieldBytes`): reading a request's head copies its fields in with one
+/// allocation instead of two Strings each, a lookup compares lengths and bytes without building
+/// anything, and the response's fields reach libmicrohttpd as the C strings they already are.
+/// Requests carry a dozen fields at most, where a linear scan beats hashing.
 public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible {
-    @usableFromInline var storage: [(name: String, value: String)]
+    /// nil while there is no field: an empty list allocates nothing.
+    var storage: SharedFieldBytes?
 
-    public init() { storage = [] }
+    /// The bytes before a field's name: its name's and its value's lengths.
+    static let prefixSize = 8
+
+    public init() {}
 
     public init(_ pairs: [(String, String)]) {
-        storage = pairs.map { (name: $0.0, value: $0.1) }
+        for (name, value) in pairs { add(name, value) }
     }
-
-    init(storage: [(name: String, value: String)]) { self.storage = storage }
 
     public init(dictionaryLiteral elements: (String, String)...) {
         self.init(elements)
     }
 
-    /// Reserves room for `count` pairs (used when the count is known up front).
-    public mutating func reserveCapacity(_ count: Int) { storage.reserveCapacity(count) }
+    /// How many fields there are.
+    public var count: Int { storage?.object.counts.fields ?? 0 }
+
+    public var isEmpty: Bool { count == 0 }
+
+    /// Reserves room for `count` fields of a typical size (used when the count is known up front).
+    public mutating func reserveCapacity(_ count: Int) { reserveCapacity(bytes: count * 48) }
+
+    /// Reserves room for `bytes` bytes of fields.
+    mutating func reserveCapacity(bytes: Int) {
+        if let storage, storage.object.counts.room >= bytes { return }
+        grow(to: bytes)
+    }
 
     /// The first value for `name`, compared case-insensitively.
     public subscript(name: String) -> String? {
-        for pair in storage where pair.name.asciiCaseInsensitiveEquals(name) { return pair.value }
-        return nil
+        var value: String?
+        forEach(named: name) { bytes in
+            value = String(decoding: bytes, as: UTF8.self)
+            return false
+        }
+        return value
     }
 
     /// Every value for `name`, in order.
     public func values(for name: String) -> [String] {
-        storage.compactMap { $0.name.asciiCaseInsensitiveEquals(name) ? $0.value : nil }
+        var values: [String] = []
+        forEach(named: name) { bytes in
+            values.append(String(decoding: bytes, as: UTF8.self))
+            return true
+        }
+        return values
     }
 
-    public func contains(_ name: String) -> Bool { self[name] != nil }
+    public func contains(_ name: String) -> Bool {
+        var found = false
+        forEach(named: name) { _ in
+            found = true
+            return false
+        }
+        return found
+    }
 
     /// How many times `name` occurs (without building the values).
     public func count(of name: String) -> Int {
         var count = 0
-        for pair in storage where pair.name.asciiCaseInsensitiveEquals(name) { count += 1 }
+        forEach(named: name) { _ in
+            count += 1
+            return true
+        }
         return count
     }
 
     public mutating func add(_ name: String, _ value: String) {
-        storage.append((name: name, value: value))
+        var name = name
+        var value = value
+        name.withUTF8 { name in value.withUTF8 { value in append(name: name, value: value) } }
+    }
+
+    /// Adds a field whose value is given as UTF-8 bytes (a value built in a stack buffer, say).
+    public mutating func add(_ name: String, utf8 value: UnsafeBufferPointer<UInt8>) {
+        var name = name
+        name.withUTF8 { name in append(name: name, value: value) }
     }
 
     /// Sets `name` to `value`, removing any existing value.
     public mutating func replace(_ name: String, _ value: String) {
         remove(name)
-        storage.append((name: name, value: value))
+        add(name, value)
     }
 
     public mutating func remove(_ name: String) {
-        storage.removeAll { $0.name.asciiCaseInsensitiveEquals(name) }
+        guard contains(name) else { return }
+        let kept = self.filter { !$0.name.asciiCaseInsensitiveEquals(name) }
+        self = HTTPHeaders()
+        for field in kept { add(field.name, field.value) }
     }
 
-    public var count: Int { storage.count }
-    public var isEmpty: Bool { storage.isEmpty }
+    public struct Iterator: IteratorProtocol {
+        let storage: SharedFieldBytes?
+        var offset = 0
 
-    public func makeIterator() -> IndexingIterator<[(name: String, value: String)]> {
-        storage.makeIterator()
+        public mutating func next() -> (name: String, value: String)? {
+            guard let storage = storage?.object, offset < storage.counts.used else { return nil }
+            let field = storage.field(at: offset)
+            offset = field.next
+            return (String(decoding: field.name, as: UTF8.self), String(decoding: field.value, as: UTF8.self))
+        }
     }
+
+    public func makeIterator() -> Iterator { Iterator(storage: storage) }
 
     public var description: String {
-        storage.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+        map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+    }
+
+    // MARK: Storage
+
+    /// Calls `body` with the value of each field named `name` (case-insensitively), in order,
+    /// until it returns false.
+    func forEach(named name: String, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        guard let storage = storage?.object else { return }
+        var name = name
+        name.withUTF8 { wanted in
+            var offset = 0
+            let used = storage.counts.used
+            while offset < used {
+                let field = storage.field(at: offset)
+                offset = field.next
+                if field.name.count == wanted.count, String.asciiCaseInsensitiveEquals(field.name, wanted) {
+                    if !body(field.value) { return }
+                }
+            }
+        }
+    }
+
+    /// Appends one field. Names and values are stored NUL-terminated for libmicrohttpd (which reads
+    /// them with strlen, so a value holding a NUL ends there, as it would have anyway).
+    mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        precondition(name.count <= Int(UInt32.max) && value.count <= Int(UInt32.max), "a header field larger than 4 GiB")
+        let size = Self.prefixSize + name.count + 1 + value.count + 1
+        let counts = storage?.object.counts ?? FieldBytes.Counts()
+        if storage == nil || !isKnownUniquelyReferenced(&storage!.object) || counts.room < counts.used + size {
+            grow(to: Swift.max(counts.used + size, counts.room * 2, 128))
+        }
+        storage!.object.withUnsafeMutablePointers { header, bytes in
+            let field = UnsafeMutableRawPointer(bytes + header.pointee.used)
+            field.storeBytes(of: UInt32(truncatingIfNeeded: name.count), as: UInt32.self)
+            field.storeBytes(of: UInt32(truncatingIfNeeded: value.count), toByteOffset: 4, as: UInt32.self)
+            let nameStart = field + Self.prefixSize
+            if let base = name.baseAddress { nameStart.copyMemory(from: base, byteCount: name.count) }
+            nameStart.storeBytes(of: 0, toByteOffset: name.count, as: UInt8.self)
+            let valueStart = nameStart + name.count + 1
+            if let base = value.baseAddress { valueStart.copyMemory(from: base, byteCount: value.count) }
+            valueStart.storeBytes(of: 0, toByteOffset: value.count, as: UInt8.self)
+            header.pointee.used += size
+            header.pointee.fields += 1
+        }
+    }
+
+    /// Appends a field from a name and value libmicrohttpd measured (raw bytes of its buffer).
+    mutating func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        append(name: name.assumingMemoryBound(to: UInt8.self), value: value.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// A storage of its own with room for `capacity` bytes, holding the fields so far.
+    private mutating func grow(to capacity: Int) {
+        let bigger = FieldBytes.make(capacity: capacity)
+        if let storage = storage?.object {
+            storage.withUnsafeMutablePointers { header, bytes in
+                bigger.withUnsafeMutablePointers { newHeader, newBytes in
+                    newBytes.update(from: bytes, count: header.pointee.used)
+                    newHeader.pointee.used = header.pointee.used
+                    newHeader.pointee.fields = header.pointee.fields
+                }
+            }
+        }
+        storage = SharedFieldBytes(object: bigger)
+    }
+
+    /// The name of the field at `index` (in order of addition).
+    func name(at index: Int) -> String {
+        var seen = 0
+        for field in self {
+            if seen == index { return field.name }
+            seen += 1
+        }
+        return ""
+    }
+
+    /// Calls `body` with each field's name and value as C strings, in order.
+    func forEachCString(_ body: (UnsafePointer<CChar>, UnsafePointer<CChar>) -> Void) {
+        guard let storage = storage?.object else { return }
+        var offset = 0
+        let used = storage.counts.used
+        while offset < used {
+            let field = storage.field(at: offset)
+            offset = field.next
+            body(UnsafeRawPointer(field.name.baseAddress!).assumingMemoryBound(to: CChar.self),
+                 UnsafeRawPointer(field.value.baseAddress!).assumingMemoryBound(to: CChar.self))
+        }
+    }
+}
+
+/// The bytes of an `HTTPHeaders`: `[name length][value length] name NUL value NUL` per field, the
+/// lengths 32-bit in the machine's order, in one allocation with its counts in front.
+/// An `HTTPHeaders`' storage, shared by the lists copied from it.
+// @unchecked Sendable: the storage is written only through an `HTTPHeaders` that holds the only
+// reference (`append` copies a shared one first), so a storage that two lists (or threads) share
+// is only ever read.
+struct SharedFieldBytes: @unchecked Sendable {
+    var object: FieldBytes
+}
+
+final class FieldBytes: ManagedBuffer<FieldBytes.Counts, UInt8> {
+    struct Counts {
+        /// Bytes of fields stored.
+        var used = 0
+        /// Fields stored.
+        var fields = 0
+        /// Bytes there is room for (kept here: `ManagedBuffer.capacity` asks malloc each time).
+        var room = 0
+    }
+
+    /// The counts, read without the exclusivity check a `header` access makes (which costs more
+    /// than the rest of a lookup).
+    var counts: Counts { withUnsafeMutablePointerToHeader { $0.pointee } }
+
+    static func make(capacity: Int) -> FieldBytes {
+        unsafeDowncast(FieldBytes.create(minimumCapacity: capacity) { _ in Counts(room: capacity) }, to: FieldBytes.self)
+    }
+
+    /// The field starting at `offset`: its name and value (without their NULs) and where the next
+    /// begins. The pointers stay valid while this storage lives and is not written.
+    func field(at offset: Int) -> (name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, next: Int) {
+        withUnsafeMutablePointerToElements { bytes in
+            let field = UnsafeRawPointer(bytes + offset)
+            let nameLength = Int(field.loadUnaligned(as: UInt32.self))
+            let valueLength = Int(field.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+            let nameStart = UnsafePointer(bytes + offset + HTTPHeaders.prefixSize)
+            let valueStart = nameStart + nameLength + 1
+            return (UnsafeBufferPointer(start: nameStart, count: nameLength),
+                    UnsafeBufferPointer(start: valueStart, count: valueLength),
+                    offset + HTTPHeaders.prefixSize + nameLength + 1 + valueLength + 1)
+        }
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    fileprivate func assumingMemoryBound(to type: UInt8.Type) -> UnsafeBufferPointer<UInt8> {
+        guard let base = baseAddress else { return UnsafeBufferPointer(start: nil, count: 0) }
+        return UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: count)
     }
 }
 

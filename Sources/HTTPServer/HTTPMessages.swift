@@ -24,6 +24,10 @@ public struct HTTPRequestHead: Sendable {
     public var headers: HTTPHeaders
     /// "127.0.0.1" / "::1" (no port). IPv4 clients of a dual-stack socket appear as IPv4.
     public var clientAddress: String
+    /// What the responder's `preflight` made of the request, as a number of its own (sheetd: the
+    /// index of its route), carried to its later calls and to the exchange record so that the
+    /// request is classified once. -1 until set; the HTTP layer never reads it.
+    public var tag = -1
 
     public init(
         method: HTTPMethod,

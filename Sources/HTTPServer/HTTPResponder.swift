@@ -2,8 +2,9 @@
 public protocol HTTPResponder: Sendable {
     /// Called on a libmicrohttpd thread right after the headers, before any body byte is read.
     /// Return an answer only for early refusals (404 route that cannot exist, 405, ...):
-    /// answering here closes the connection. Must not block. Default: nil.
-    func preflight(_ head: HTTPRequestHead) -> HTTPResponse?
+    /// answering here closes the connection. What it stores in `tag` comes back as the head's
+    /// `tag` in every later call about the request. Must not block. Default: nil.
+    func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse?
 
     /// The request with its full body, answered on the libmicrohttpd thread without a task, if
     /// that can be done without waiting for anything; nil hands it to `respond(to:)`. It may do
@@ -29,7 +30,7 @@ public protocol HTTPResponder: Sendable {
 }
 
 extension HTTPResponder {
-    public func preflight(_ head: HTTPRequestHead) -> HTTPResponse? { nil }
+    public func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse? { nil }
 
     public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? { nil }
 

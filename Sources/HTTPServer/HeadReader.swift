@@ -19,12 +19,12 @@ let rawTargetCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<C
     return nil
 }
 
-/// The header fields of a request, and the first one the server refuses.
+/// The header fields of a request as libmicrohttpd parsed them, with the first one the server
+/// refuses and the first one that hid a NUL (see `NULCheck`).
 struct HeaderCollection {
-    var pairs: [(name: String, value: String)] = []
-    /// Where each name and value lies in libmicrohttpd's read buffer (`hasHiddenNUL`).
-    var spans: [(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)] = []
+    var headers = HTTPHeaders()
     var refusal: HTTPRejection?
+    var nul = NULCheck()
 }
 
 private let collectHeadersCallback: MHD_KeyValueIteratorN = { cls, _, key, keySize, value, valueSize in
@@ -32,17 +32,39 @@ private let collectHeadersCallback: MHD_KeyValueIteratorN = { cls, _, key, keySi
     let collection = cls.assumingMemoryBound(to: HeaderCollection.self)
     let nameBytes = UnsafeRawBufferPointer(start: key, count: key == nil ? 0 : keySize)
     let valueBytes = UnsafeRawBufferPointer(start: value, count: value == nil ? 0 : valueSize)
-    let name = String(decoding: nameBytes, as: UTF8.self)
     if collection.pointee.refusal == nil {
-        if nameBytes.isEmpty || nameBytes.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
-            collection.pointee.refusal = .invalidHeader(name: name, problem: .invalidName)
-        } else if valueBytes.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
-            collection.pointee.refusal = .invalidHeader(name: name, problem: .controlCharacterInValue)
+        if nameBytes.isEmpty || !isToken(nameBytes) {
+            collection.pointee.refusal = .invalidHeader(name: String(decoding: nameBytes, as: UTF8.self), problem: .invalidName)
+        } else if !isFieldValue(valueBytes) {
+            collection.pointee.refusal = .invalidHeader(name: String(decoding: nameBytes, as: UTF8.self), problem: .controlCharacterInValue)
         }
     }
-    collection.pointee.pairs.append((name: name, value: String(decoding: valueBytes, as: UTF8.self)))
-    collection.pointee.spans.append((name: nameBytes, value: valueBytes))
+    collection.pointee.nul.field(name: nameBytes, value: valueBytes, index: collection.pointee.headers.count)
+    collection.pointee.headers.append(name: nameBytes, value: valueBytes)
     return MHD_Result.YES
+}
+
+/// No whitespace or control character in a field name. (Plain loops: a closure per byte costs
+/// several times as much, on every field of every request.)
+private func isToken(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    var index = 0
+    while index < bytes.count {
+        let byte = bytes[index]
+        if byte <= 0x20 || byte == 0x7F { return false }
+        index += 1
+    }
+    return true
+}
+
+/// No control character but a tab in a field value.
+private func isFieldValue(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    var index = 0
+    while index < bytes.count {
+        let byte = bytes[index]
+        if (byte < 0x20 && byte != 0x09) || byte == 0x7F { return false }
+        index += 1
+    }
+    return true
 }
 
 /// libmicrohttpd 0.9.75 measures names and values with strlen, so "X: a\0b" arrives as "a". It
@@ -53,32 +75,54 @@ private let collectHeadersCallback: MHD_KeyValueIteratorN = { cls, _, key, keySi
 /// take, or anything but blanks between a name's colon and its value, is what followed a NUL
 /// the client sent. Only bytes of the head are read: between two fields' pointers, or between
 /// the last value and `headEnd`. (A value that ends in one NUL before a bare LF and a CRLF
-/// looks like one that ends in CRLF CRLF and passes.)
-private func nameOrValueWithNUL(_ spans: [(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer)],
-                                headEnd: UnsafeRawPointer?) -> Int? {
-    for (index, span) in spans.enumerated() {
-        guard let nameStart = span.name.baseAddress, let valueStart = span.value.baseAddress else { continue }
-        let nameEnd = nameStart + span.name.count
+/// looks like one that ends in CRLF CRLF and passes.) Checked field by field as they are
+/// collected, so no list of the fields' places is kept.
+struct NULCheck {
+    /// The index of the first field found hiding a NUL.
+    private(set) var firstFound: Int?
+    /// Where the previous field's value ends, and its index.
+    private var previousValueEnd: UnsafeRawPointer?
+    private var previousIndex = 0
+
+    /// The next field, in the order libmicrohttpd parsed them.
+    mutating func field(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, index: Int) {
+        guard firstFound == nil else { return }
+        if let previousValueEnd, !gapIsLineEnd(from: previousValueEnd, to: name.baseAddress, isLast: false) {
+            firstFound = previousIndex
+            return
+        }
+        previousValueEnd = nil
+        guard let nameStart = name.baseAddress, let valueStart = value.baseAddress else { return }
+        let nameEnd = nameStart + name.count
         if valueStart > nameEnd && valueStart - nameEnd < 4096 {
             let gap = UnsafeRawBufferPointer(start: nameEnd + 1, count: valueStart - nameEnd - 1)
-            if nameEnd.load(as: UInt8.self) != 0 || gap.contains(where: { $0 != 0x20 && $0 != 0x09 }) { return index }
+            if nameEnd.load(as: UInt8.self) != 0 || gap.contains(where: { $0 != 0x20 && $0 != 0x09 }) {
+                firstFound = index
+                return
+            }
         }
-        let valueEnd = valueStart + span.value.count
-        let isLast = index + 1 == spans.count
-        guard let next = isLast ? headEnd : spans[index + 1].name.baseAddress,
-              next > valueEnd, next - valueEnd < 4096 else { continue }
-        let gap = UnsafeRawBufferPointer(start: valueEnd, count: next - valueEnd)
-        if gap.count > (isLast ? 4 : 2) || gap.contains(where: { $0 != 0 }) { return index }
+        previousValueEnd = valueStart + value.count
+        previousIndex = index
     }
-    return nil
+
+    /// After the last field: its line end and the empty line, up to `headEnd`.
+    mutating func end(headEnd: UnsafeRawPointer?) {
+        guard firstFound == nil, let previousValueEnd else { return }
+        if !gapIsLineEnd(from: previousValueEnd, to: headEnd, isLast: true) { firstFound = previousIndex }
+    }
+
+    private func gapIsLineEnd(from valueEnd: UnsafeRawPointer, to next: UnsafeRawPointer?, isLast: Bool) -> Bool {
+        guard let next, next > valueEnd, next - valueEnd < 4096 else { return true }
+        let gap = UnsafeRawBufferPointer(start: valueEnd, count: next - valueEnd)
+        return gap.count <= (isLast ? 4 : 2) && !gap.contains(where: { $0 != 0 })
+    }
 }
 
 extension ServerCore {
     /// The header fields libmicrohttpd parsed so far, with the first one to refuse.
     func collectHeaders(_ connection: OpaquePointer) -> HeaderCollection {
         var collection = HeaderCollection()
-        collection.pairs.reserveCapacity(16)
-        collection.spans.reserveCapacity(16)
+        collection.headers.reserveCapacity(bytes: 512)
         withUnsafeMutablePointer(to: &collection) { pointer in
             _ = MHD_get_connection_values_n(connection, MHD_ValueKind.HEADER_KIND, collectHeadersCallback, pointer)
         }
@@ -90,7 +134,7 @@ extension ServerCore {
         connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
         version: UnsafePointer<CChar>?, connectionState: ConnectionState?
     ) -> (head: HTTPRequestHead, refusal: HTTPRejection?) {
-        let collection = collectHeaders(connection)
+        var collection = collectHeaders(connection)
         let target: RequestTarget
         if let raw = connectionState?.rawTarget {
             connectionState?.rawTarget = nil
@@ -102,14 +146,15 @@ extension ServerCore {
             method: HTTPMethod(rawValue: method.map { String(cString: $0) } ?? ""),
             path: target.path,
             query: target.query,
-            headers: HTTPHeaders(storage: collection.pairs),
+            headers: collection.headers,
             clientAddress: connectionState?.clientAddress ?? clientAddress(of: connection)
         )
         if let refusal = collection.refusal { return (head, refusal) }
         let headSize = sheetd_request_head_size(connection)
         let headEnd = method.flatMap { headSize > 0 ? UnsafeRawPointer($0) + headSize : nil }
-        if let index = nameOrValueWithNUL(collection.spans, headEnd: headEnd) {
-            return (head, .invalidHeader(name: collection.pairs[index].name, problem: .controlCharacterInValue))
+        collection.nul.end(headEnd: headEnd)
+        if let index = collection.nul.firstFound {
+            return (head, .invalidHeader(name: head.headers.name(at: index), problem: .controlCharacterInValue))
         }
         // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host.
         if let version, strcmp(version, "HTTP/1.1") == 0 {

@@ -67,6 +67,14 @@ package final class RouteEntry: Sendable {
         return prefix.count..<end
     }
 
+    /// Where `{id}` lies in a path of `length` bytes that matched the template: an empty range
+    /// when the template has none; nil for a length no match can have.
+    fileprivate func idRange(length: Int) -> Range<Int>? {
+        guard let suffix else { return length == prefix.count ? 0..<0 : nil }
+        let end = length - suffix.count
+        return end > prefix.count ? prefix.count..<end : nil
+    }
+
     private static func bytes(of path: UnsafeBufferPointer<UInt8>, at offset: Int, equal expected: [UInt8]) -> Bool {
         for (i, byte) in expected.enumerated() where path[offset + i] != byte { return false }
         return true
@@ -135,16 +143,31 @@ package struct Route: Sendable, Equatable {
     package var entry: RouteEntry { RouteTable.entries[index] }
     package var template: String { entry.template }
 
+    /// The route `preflight` found for a request (its index, kept in the head's `tag`), else
+    /// the path's.
+    package init?(tag: Int, path: String) {
+        guard tag >= 0, tag < RouteTable.entries.count,
+              let idRange = RouteTable.entries[tag].idRange(length: path.utf8.count) else {
+            self.init(path: path)
+            return
+        }
+        self.init(index: tag, id: idRange, in: path)
+    }
+
+    private init(index: Int, id range: Range<Int>, in path: String) {
+        self.index = index
+        let utf8 = path.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+        id = Substring(utf8[start..<utf8.index(start, offsetBy: range.count)])
+    }
+
     package init?(path: String) {
         // Parsed three times per request (preflight, answer, log): one scan of the contiguous
         // bytes per template tried, no splitting, no String comparisons and no allocation.
         let found = path.utf8.withContiguousStorageIfAvailable { Route.find($0) }
             ?? Array(path.utf8).withUnsafeBufferPointer { Route.find($0) }
         guard let (index, idRange) = found else { return nil }
-        self.index = index
-        let utf8 = path.utf8
-        let start = utf8.index(utf8.startIndex, offsetBy: idRange.lowerBound)
-        id = Substring(utf8[start..<utf8.index(start, offsetBy: idRange.count)])
+        self.init(index: index, id: idRange, in: path)
     }
 
     /// The first entry whose template matches, and the byte range of its `{id}` (empty if none).

@@ -40,11 +40,13 @@ public final class SheetService: HTTPResponder {
     /// Request entry, before any body byte is read: CORS preflights, unknown routes and methods,
     /// and `admit` (key, the role the route table asks for, protected mode, rate limit) are all
     /// answered here.
-    public func preflight(_ head: HTTPRequestHead) -> HTTPResponse? {
+    public func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse? {
         if let answer = corsPreflight(head) { return answer }
         let refusal: HTTPResponse?
         do throws(APIError) {
-            refusal = admit(head, route: try route(of: head))
+            let route = try route(of: head)
+            tag = route.index   // later calls and the exchange record find the route by it
+            refusal = admit(head, route: route)
         } catch {
             refusal = errorResponse(error, head: head)
         }
@@ -162,7 +164,7 @@ public final class SheetService: HTTPResponder {
     /// The route of a request whose method it allows.
     @inline(never)
     private func route(of head: HTTPRequestHead) throws(APIError) -> Route {
-        guard let route = Route(path: head.path) else {
+        guard let route = Route(tag: head.tag, path: head.path) else {
             throw APIError(.routeNotFound, "There is no route \(head.path); see /openapi.yaml for the API.")
         }
         guard route.entry.allowedMethods.contains(effectiveMethod(head)) else { throw methodNotAllowed(route, method: head.method.rawValue) }
@@ -201,7 +203,7 @@ public final class SheetService: HTTPResponder {
     }
 
     public func completed(_ record: HTTPExchangeRecord) {
-        let route = Route(path: record.head.path)
+        let route = Route(tag: record.head.tag, path: record.head.path)
         observer.completed(record, route: route?.index, template: route?.template) { tenantForLog(record.head) }
     }
 

@@ -65,7 +65,8 @@ public final class RequestHarness: Sendable {
     }
 
     private func perform(_ request: HTTPRequest, service: SheetService, store: SessionStore, ids: [String]) async {
-        if let early = service.preflight(request.head) {
+        var request = request
+        if let early = service.preflight(request.head, tag: &request.head.tag) {
             Self.check(early, for: request)
             return
         }

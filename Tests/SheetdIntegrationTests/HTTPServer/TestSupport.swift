@@ -46,7 +46,7 @@ final class Probe: Sendable {
 struct TestResponder: HTTPResponder {
     let probe: Probe
 
-    func preflight(_ head: HTTPRequestHead) -> HTTPResponse? {
+    func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse? {
         if head.path == "/early" {
             return HTTPResponse(status: 404, headers: ["X-Early": "yes"], body: .bytes(Array("no such route\n".utf8)))
         }
