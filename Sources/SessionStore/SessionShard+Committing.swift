@@ -24,7 +24,7 @@ extension SessionShard {
                 others: [CommittedWith] = []) -> ArchiveCommit? {
         let commit: ArchiveCommit?
         if changes.isEmpty {
-            commit = inFlight[id]?.commit
+            commit = inFlight.isEmpty ? nil : inFlight[id]?.commit
         } else {
             let submitted = archive.submit(changes)
             if submitted.isCommitted {
@@ -38,7 +38,9 @@ extension SessionShard {
             }
         }
         guard let commit else {
-            // Nothing outstanding (the volatile archive, or all committed): publish at once.
+            // Nothing outstanding (the volatile archive, or all committed): publish at once, to
+            // whoever listens (with nobody listening to any session, not even a lookup).
+            guard hasListeners else { return nil }
             for other in others where other.version > other.previousVersion {
                 if let entry = sessions[other.id] {
                     publish(of: other.id, sheet: entry.sheet, after: other.previousVersion, through: other.version)

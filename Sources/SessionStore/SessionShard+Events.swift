@@ -128,7 +128,11 @@ extension SessionShard {
     }
 
     /// Hands committed events `after < seq <= through` to long-polls and streams, in order.
+    /// Whether any session of the shard has a long-poll waiting or a stream attached.
+    var hasListeners: Bool { !waiters.isEmpty || !subscribers.isEmpty }
+
     func publish(of id: SessionID, sheet: Sheet, after: UInt64, through: UInt64) {
+        guard hasListeners else { return }
         let parked = waiters.removeValue(forKey: id)
         let list = subscribers[id]
         guard parked != nil || list != nil else { return }

@@ -145,32 +145,75 @@ actor SessionShard {
     /// The change itself, in one actor turn: the result, the version before it, and what to store.
     private func change(_ action: SheetAction, of id: SessionID, tenant: Tenant, ifMatch: AcceptedVersions?)
         -> (result: Result<ActionResult, StoreError>, previousVersion: UInt64, changes: [ArchiveChange]) {
-        // The entry is changed in place through its index: a copy taken out of the dictionary and
-        // written back would share the event log's storage, so every append would copy the log.
-        guard let index = sessions.index(forKey: id), sessions.values[index].tenant == tenant else {
-            return (.failure(StoreError(.sessionNotFound)), 0, [])
-        }
+        guard let index = sessions.index(forKey: id) else { return (.failure(StoreError(.sessionNotFound)), 0, []) }
         let now = clock.now()
-        // Read and stamped in place (an inout access borrows the entry; a get would copy it).
-        let (previous, before) = { (entry: inout Entry) in
-            entry.lastAccess = now.millisecondsSince1970
-            return (entry.sheet.version, entry.sheet.phase)
-        }(&sessions.values[index])
+        // One modifying access of the entry does the whole change of a session outside a chain: a
+        // copy taken out of the dictionary and written back would share the event log's storage,
+        // so every append would copy the log, and each read of `sessions.values[index]` copies
+        // the entry.
+        switch Self.step(&sessions.values[index], id: id, action, tenant: tenant, ifMatch: ifMatch, now: now,
+                         describing: archiveKeepsChanges) {
+        case .notFound:
+            return (.failure(StoreError(.sessionNotFound)), 0, [])
+        case .refused(let error, let previous):
+            touched.insert(id)
+            return (.failure(error), previous, [])
+        case .changed(let result, let previous, let phases, let change):
+            if let phases {
+                phaseCounts[phases.before, default: 0] -= 1
+                phaseCounts[phases.after, default: 0] += 1
+            }
+            if result.outcome.events.isEmpty { touched.insert(id) }
+            return (.success(result), previous, change.map { [$0] } ?? [])
+        case .inChain(let previous, let before):
+            return chainChange(action, of: id, at: index, tenant: tenant, previous: previous, before: before, now: now)
+        }
+    }
+
+    /// What `step` did to an entry.
+    private enum Step {
+        /// Another tenant's session: as good as missing.
+        case notFound
+        case refused(StoreError, previous: UInt64)
+        /// Applied; the phases when the phase changed; what to store (nil: nothing, or not asked).
+        case changed(ActionResult, previous: UInt64, phases: (before: Phase, after: Phase)?, ArchiveChange?)
+        /// The session is in a chain of sheets: `chainChange` applies the action (its last access is stamped).
+        case inChain(previous: UInt64, before: Phase)
+    }
+
+    /// The change of one entry, made through one inout access of it.
+    private static func step(_ entry: inout Entry, id: SessionID, _ action: SheetAction, tenant: Tenant,
+                             ifMatch: AcceptedVersions?, now: Timestamp, describing: Bool) -> Step {
+        guard entry.tenant == tenant else { return .notFound }
+        entry.lastAccess = now.millisecondsSince1970
+        let previous = entry.sheet.version
+        let before = entry.sheet.phase
         // Body errors (an unknown detent) come before the version precondition, as the API's order says.
         if let ifMatch, !ifMatch.admits(previous) {
-            touched.insert(id)
-            let sheet = sessions.values[index].sheet
-            if let error = sheet.requestError(in: action) { return (.failure(StoreError(.sheet(error))), previous, []) }
-            return (.failure(StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: sheet))), previous, [])
+            if let error = entry.sheet.requestError(in: action) { return .refused(StoreError(.sheet(error)), previous: previous) }
+            return .refused(StoreError(.versionMismatch, current: SessionSnapshot(id: id, sheet: entry.sheet)), previous: previous)
         }
+        if entry.sheet.isInChain { return .inChain(previous: previous, before: before) }
         let outcome: SheetOutcome
-        var chain: [ChainChange] = []
+        do { outcome = try entry.sheet.apply(action, now: now) } catch {
+            return .refused(StoreError(.sheet(error), current: SessionSnapshot(id: id, sheet: entry.sheet)), previous: previous)
+        }
+        let after = entry.sheet.phase
+        let change: ArchiveChange? = describing && !outcome.events.isEmpty
+            ? .changed(id, ordinal: entry.ordinal, state: ArchivedState(entry.sheet), events: outcome.events, lastAccess: entry.lastAccess)
+            : nil
+        return .changed(ActionResult(session: SessionSnapshot(id: id, sheet: entry.sheet), outcome: outcome),
+                        previous: previous, phases: before != after ? (before, after) : nil, change)
+    }
+
+    /// The change of a session in a chain: the sessions above and below it may change too.
+    private func chainChange(_ action: SheetAction, of id: SessionID, at index: Dictionary<SessionID, Entry>.Index,
+                             tenant: Tenant, previous: UInt64, before: Phase, now: Timestamp)
+        -> (result: Result<ActionResult, StoreError>, previousVersion: UInt64, changes: [ArchiveChange]) {
+        let outcome: SheetOutcome
+        let chain: [ChainChange]
         do {
-            if sessions.values[index].sheet.isInChain {
-                (outcome, chain) = try chainStep(action, of: id, tenant: tenant, now: now)
-            } else {
-                outcome = try sessions.values[index].sheet.apply(action, now: now)
-            }
+            (outcome, chain) = try chainStep(action, of: id, tenant: tenant, now: now)
         } catch {
             touched.insert(id)
             return (.failure(StoreError(.sheet(error), current: SessionSnapshot(id: id, sheet: sessions.values[index].sheet))), previous, [])

@@ -1,4 +1,9 @@
 import AccessControl
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import HTTPServer
 import SessionStore
 import SheetCore
@@ -57,27 +62,24 @@ package final class RouteEntry: Sendable {
     /// Whether `path` fits the template, where `{id}` stands for one non-empty segment (no `/`):
     /// the byte range of that segment, an empty range when the template has none, or nil.
     fileprivate func match(_ path: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        guard let base = path.baseAddress else { return nil }
         guard let suffix else {
-            return path.count == prefix.count && Self.bytes(of: path, at: 0, equal: prefix) ? 0..<0 : nil
+            return path.count == prefix.count && Self.bytes(at: base, equal: prefix) ? 0..<0 : nil
         }
         let end = path.count - suffix.count
-        guard end > prefix.count, Self.bytes(of: path, at: 0, equal: prefix), Self.bytes(of: path, at: end, equal: suffix)
+        guard end > prefix.count, Self.bytes(at: base, equal: prefix), Self.bytes(at: base + end, equal: suffix),
+              memchr(base + prefix.count, Int32(UInt8(ascii: "/")), end - prefix.count) == nil
         else { return nil }
-        for i in prefix.count..<end where path[i] == UInt8(ascii: "/") { return nil }
         return prefix.count..<end
     }
 
-    /// Where `{id}` lies in a path of `length` bytes that matched the template: an empty range
-    /// when the template has none; nil for a length no match can have.
-    fileprivate func idRange(length: Int) -> Range<Int>? {
-        guard let suffix else { return length == prefix.count ? 0..<0 : nil }
-        let end = length - suffix.count
-        return end > prefix.count ? prefix.count..<end : nil
-    }
-
-    private static func bytes(of path: UnsafeBufferPointer<UInt8>, at offset: Int, equal expected: [UInt8]) -> Bool {
-        for (i, byte) in expected.enumerated() where path[offset + i] != byte { return false }
-        return true
+    /// memcmp: a byte loop over the arrays with their bounds checks costs several times as much,
+    /// and every request is matched.
+    private static func bytes(at start: UnsafePointer<UInt8>, equal expected: [UInt8]) -> Bool {
+        expected.withUnsafeBufferPointer { bytes in
+            guard let base = bytes.baseAddress else { return true }
+            return memcmp(start, base, bytes.count) == 0
+        }
     }
 
     func handler(for method: String) -> MethodHandler? {
@@ -137,8 +139,23 @@ struct RouteRequest: Sendable {
 package struct Route: Sendable, Equatable {
     /// The entry's position in `RouteTable.entries` (also where its metric cells are).
     package let index: Int
+    /// The request's path, and where its `{id}` segment lies in its bytes (empty for templates
+    /// without one): the segment itself is made only when asked for.
+    let path: String
+    let idRange: Range<Int>
+
     /// The `{id}` segment; empty for templates without one.
-    package let id: Substring
+    package var id: Substring {
+        let utf8 = path.utf8
+        let start = utf8.index(utf8.startIndex, offsetBy: idRange.lowerBound)
+        return Substring(utf8[start..<utf8.index(start, offsetBy: idRange.count)])
+    }
+
+    /// The session the `{id}` segment names, read from the path's bytes; nil when it names none.
+    var sessionID: SessionID? {
+        path.utf8.withContiguousStorageIfAvailable { SessionID(utf8: UnsafeBufferPointer(rebasing: $0[idRange])) }
+            ?? SessionID(id)
+    }
 
     package var entry: RouteEntry { RouteTable.entries[index] }
     package var template: String { entry.template }
@@ -146,8 +163,11 @@ package struct Route: Sendable, Equatable {
     /// The route `preflight` found for a request (its index, kept in the head's `tag`), else
     /// the path's.
     package init?(tag: Int, path: String) {
-        guard tag >= 0, tag < RouteTable.entries.count,
-              let idRange = RouteTable.entries[tag].idRange(length: path.utf8.count) else {
+        // The tagged entry is matched again (one entry, not the whole table): a tag is trusted
+        // only for the path it was found for.
+        let entries = RouteTable.entries
+        guard tag >= 0, tag < entries.count,
+              let idRange = path.utf8.withContiguousStorageIfAvailable({ entries[tag].match($0) }) ?? nil else {
             self.init(path: path)
             return
         }
@@ -156,10 +176,11 @@ package struct Route: Sendable, Equatable {
 
     private init(index: Int, id range: Range<Int>, in path: String) {
         self.index = index
-        let utf8 = path.utf8
-        let start = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
-        id = Substring(utf8[start..<utf8.index(start, offsetBy: range.count)])
+        self.path = path
+        idRange = range
     }
+
+    package static func == (a: Route, b: Route) -> Bool { a.index == b.index && a.id == b.id }
 
     package init?(path: String) {
         // Parsed three times per request (preflight, answer, log): one scan of the contiguous

@@ -7,8 +7,8 @@ import SheetJSON
 extension SheetService {
     // MARK: Headers
 
-    func sessionID(_ text: Substring) throws(APIError) -> SessionID {
-        guard let id = SessionID(text) else {
+    func sessionID(_ route: Route) throws(APIError) -> SessionID {
+        guard let id = route.sessionID else {
             throw APIError(.sessionNotFound, "No session has this id; it may have been deleted or expired.")
         }
         return id

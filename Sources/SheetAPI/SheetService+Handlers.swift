@@ -100,7 +100,7 @@ extension SheetService {
     }
 
     func getSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
-        let id = try sessionID(request.route.id)
+        let id = try sessionID(request.route)
         let snapshot = try await storeCall { () async throws(StoreError) in try await store.session(id, of: request.tenant) }
         return try sessionAnswer(snapshot, head: request.head, requestID: request.requestID)
     }
@@ -108,7 +108,7 @@ extension SheetService {
     /// A session's GET answered on the calling thread when its shard is idle.
     func getSessionInPlace(_ request: HTTPRequest, _ route: Route, _ tenant: Tenant) -> HTTPResponse? {
         // An id that cannot exist is refused by `getSession`, as every other route error.
-        guard let id = SessionID(route.id), let read = store.sessionInPlace(id, of: tenant) else { return nil }
+        guard let id = route.sessionID, let read = store.sessionInPlace(id, of: tenant) else { return nil }
         let requestID = requestIDs.id(for: request.head)
         do throws(APIError) {
             switch read {
@@ -139,7 +139,7 @@ extension SheetService {
     }
 
     func deleteSession(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
-        let id = try sessionID(request.route.id)
+        let id = try sessionID(request.route)
         let ifMatch = try await precondition(request.head, session: id, of: request.tenant)
         let deleted = try await storeCall { () async throws(StoreError) in try await store.delete(id, of: request.tenant, ifMatch: ifMatch) }
         observer.metrics.recordEvents(deleted.events)
@@ -154,7 +154,7 @@ extension SheetService {
     func events(_ request: RouteRequest) async throws(APIError) -> HTTPResponse {
         let head = request.head
         let requestID = request.requestID
-        let id = try sessionID(request.route.id)
+        let id = try sessionID(request.route)
         if let accept = head.headers["Accept"], accept.contains("text/event-stream") {
             return try await EventStream.open(service: self, session: id, of: request.tenant, head: head, requestID: requestID)
         }

@@ -151,7 +151,7 @@ public final class SheetService: HTTPResponder {
             let route = try self.route(of: request.head)
             let tenant = try self.tenant(of: request.head, route: route)
             guard case .action(let decode) = route.entry.answer else { return .route(route, tenant) }
-            let id = try sessionID(route.id)
+            let id = try sessionID(route)
             let asked: ActionRequest
             do { asked = try actionRequest(decode, request) } catch { return .refuse(id, tenant, error) }
             if let key = asked.idempotencyKey { return .applyOnce(id, tenant, asked.action, ifMatch: asked.ifMatch, key: key) }

@@ -21,11 +21,19 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
 
     private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    private static let reverse: [Int8] = {
-        var table = [Int8](repeating: -1, count: 256)
-        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = Int8(index) }
-        return table
-    }()
+    /// The value of one character of `alphabet`, -1 for any other byte. Ranges, not a table: a
+    /// table in a global costs a lazy-initialisation check and a bounds check per character.
+    @inline(__always)
+    private static func sixBits(of byte: UInt8) -> Int {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): Int(byte) - 65
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): Int(byte) - 71
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): Int(byte) + 4
+        case UInt8(ascii: "-"): 62
+        case UInt8(ascii: "_"): 63
+        default: -1
+        }
+    }
 
     /// Parses exactly the 22-character form `description` prints; anything else is nil, so one id has one spelling.
     public init?(_ text: Substring) {
@@ -41,13 +49,19 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
         self.init(Substring(text))
     }
 
+    /// The id spelled by these UTF-8 bytes (as `init?(_:)`).
+    public init?(utf8: UnsafeBufferPointer<UInt8>) {
+        guard let parsed = SessionID.parse(utf8) else { return nil }
+        self = parsed
+    }
+
     private static func parse(_ utf8: UnsafeBufferPointer<UInt8>) -> SessionID? {
         guard utf8.count == 22 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0
         var index = 0
         for byte in utf8 {
-            let value = SessionID.reverse[Int(byte)]
+            let value = SessionID.sixBits(of: byte)
             guard value >= 0 else { return nil }
             let sixBits = UInt64(value)
             if index < 21 {
