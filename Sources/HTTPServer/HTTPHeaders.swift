@@ -125,13 +125,20 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, C
         guard let storage = storage?.object else { return }
         var name = name
         name.withUTF8 { wanted in
-            var offset = 0
-            let used = storage.counts.used
-            while offset < used {
-                let field = storage.field(at: offset)
-                offset = field.next
-                if field.name.count == wanted.count, String.asciiCaseInsensitiveEquals(field.name, wanted) {
-                    if !body(field.value) { return }
+            storage.withUnsafeMutablePointers { counts, bytes in
+                // One pass over the raw bytes: a name of another length costs one load and a compare.
+                let end = counts.pointee.used
+                var offset = 0
+                while offset < end {
+                    let field = UnsafeRawPointer(bytes + offset)
+                    let nameLength = Int(field.loadUnaligned(as: UInt32.self))
+                    let valueLength = Int(field.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+                    let nameStart = UnsafePointer(bytes + offset + Self.prefixSize)
+                    offset += Self.prefixSize + nameLength + 1 + valueLength + 1
+                    guard nameLength == wanted.count,
+                          String.asciiCaseInsensitiveEquals(UnsafeBufferPointer(start: nameStart, count: nameLength), wanted)
+                    else { continue }
+                    if !body(UnsafeBufferPointer(start: nameStart + nameLength + 1, count: valueLength)) { return }
                 }
             }
         }

@@ -19,9 +19,8 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
         return SessionID(high: generator.next(), low: generator.next())
     }
 
-    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-    /// The value of one character of `alphabet`, -1 for any other byte. Ranges, not a table: a
+    /// The value of one character of the base64url alphabet (`A`–`Z`, `a`–`z`, `0`–`9`, `-`, `_`),
+    /// -1 for any other byte. Ranges, not a table: a
     /// table in a global costs a lazy-initialisation check and a bounds check per character.
     @inline(__always)
     private static func sixBits(of byte: UInt8) -> Int {
@@ -93,17 +92,29 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
     /// write ids without a String).
     public func writeDescription(into out: UnsafeMutableBufferPointer<UInt8>) {
         precondition(out.count >= Self.textLength, "a session id needs 22 bytes")
-        SessionID.alphabet.withUnsafeBufferPointer { alphabet in
-            // Emit 6 bits at a time from the top of the 128-bit value; the 22nd character holds the last 2 bits.
-            for index in 0..<21 {
-                let shift = 122 - index * 6  // bit offset of this group's lowest bit
-                out[index] = alphabet[Int(bits(at: shift, count: 6))]
-            }
-            out[21] = alphabet[Int((low & 0b11) << 4)]
+        let base = out.baseAddress!
+        // Emit 6 bits at a time from the top of the 128-bit value; the 22nd character holds the last 2 bits.
+        for index in 0..<21 {
+            base[index] = Self.character(of: bits(at: 122 - index * 6, count: 6))   // 122 - 6i: the group's lowest bit
+        }
+        base[21] = Self.character(of: (low & 0b11) << 4)
+    }
+
+    /// The base64url character of a 6-bit value (the inverse of `sixBits(of:)`).
+    @inline(__always)
+    private static func character(of value: UInt64) -> UInt8 {
+        let value = UInt8(truncatingIfNeeded: value)
+        switch value {
+        case 0..<26: return value + 65        // A-Z
+        case 26..<52: return value + 71       // a-z
+        case 52..<62: return value - 4        // 0-9
+        case 62: return UInt8(ascii: "-")
+        default: return UInt8(ascii: "_")
         }
     }
 
     /// `count` bits of the 128-bit value starting at bit `shift` (0 = least significant).
+    @inline(__always)
     private func bits(at shift: Int, count: Int) -> UInt64 {
         let mask: UInt64 = (1 << UInt64(count)) - 1
         if shift >= 64 { return (high >> UInt64(shift - 64)) & mask }
