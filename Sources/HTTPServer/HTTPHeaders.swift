@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Case-insensitive header list, order preserved.
 ///
 /// Every field lives in one byte buffer (`FieldBytes`): reading a request's head copies its fields in with one
@@ -94,9 +100,32 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, C
 
     public mutating func remove(_ name: String) {
         guard contains(name) else { return }
-        let kept = self.filter { !$0.name.asciiCaseInsensitiveEquals(name) }
-        self = HTTPHeaders()
-        for field in kept { add(field.name, field.value) }
+        if !isKnownUniquelyReferenced(&storage!.object) { grow(to: storage!.object.counts.room) }
+        var name = name
+        name.withUTF8 { unwanted in
+            storage!.object.withUnsafeMutablePointers { counts, bytes in
+                // The fields kept slide down over the ones removed, in order.
+                var read = 0
+                var write = 0
+                var removed = 0
+                while read < counts.pointee.used {
+                    let field = UnsafeRawPointer(bytes + read)
+                    let nameLength = Int(field.loadUnaligned(as: UInt32.self))
+                    let valueLength = Int(field.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+                    let size = Self.prefixSize + nameLength + 1 + valueLength + 1
+                    let fieldName = UnsafeBufferPointer(start: UnsafePointer(bytes + read + Self.prefixSize), count: nameLength)
+                    if nameLength == unwanted.count && String.asciiCaseInsensitiveEquals(fieldName, unwanted) {
+                        removed += 1
+                    } else {
+                        if write != read { memmove(bytes + write, bytes + read, size) }   // may overlap
+                        write += size
+                    }
+                    read += size
+                }
+                counts.pointee.used = write
+                counts.pointee.fields -= removed
+            }
+        }
     }
 
     public struct Iterator: IteratorProtocol {

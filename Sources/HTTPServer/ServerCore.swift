@@ -34,6 +34,9 @@ final class ServerCore: Sendable {
     let clock: any ServiceClock
     /// `clockNanoseconds()` counts from here (the connection tracker keeps plain integers).
     private let clockOrigin: ContinuousClock.Instant
+    /// With the system clock, where `clockNanoseconds()` counts from on the monotonic clock read
+    /// directly: turning an instant into nanoseconds is Int128 arithmetic, once per request.
+    private let monotonicOrigin: Int64?
     /// Checks the deadlines from a thread of its own.
     let sweeper = DeadlineSweeper()
     /// Sweeps done since start (tests wait for one after moving a manual clock).
@@ -47,6 +50,7 @@ final class ServerCore: Sendable {
         self.responder = responder
         self.clock = configuration.clock
         self.clockOrigin = configuration.clock.now
+        self.monotonicOrigin = configuration.clock is SystemClock ? sheetd_monotonic_ns() : nil
         self.limits = RequestStateMachine.Limits(
             maxBodySize: max(0, configuration.maxBodySize),
             maxHeaderCount: max(0, configuration.maxHeaderCount),
@@ -95,6 +99,7 @@ final class ServerCore: Sendable {
 
     /// The clock's now as nanoseconds since the server was made (never negative).
     func clockNanoseconds() -> Int64 {
+        if let monotonicOrigin { return max(0, sheetd_monotonic_ns() - monotonicOrigin) }
         let (seconds, attoseconds) = (clock.now - clockOrigin).components
         return max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }

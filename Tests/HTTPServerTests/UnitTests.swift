@@ -134,3 +134,40 @@ struct HelperTests {
         #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(30), lingerTime: .seconds(2)) == .milliseconds(200))
     }
 }
+
+@Suite("HTTPHeaders' storage")
+struct HTTPHeadersStorageTests {
+    @Test("remove keeps the other fields in order, in a copy too", arguments: [
+        ([("A", "1"), ("B", "2"), ("a", "3"), ("C", "4")], "a", [("B", "2"), ("C", "4")]),
+        ([("A", "1")], "A", []),
+        ([("A", "1"), ("B", "2")], "b", [("A", "1")]),
+        ([("A", "1"), ("B", "2")], "missing", [("A", "1"), ("B", "2")]),
+        ([("Cache-Control", "no-store"), ("ETag", "\"2\""), ("Cache-Control", "x")], "cache-control", [("ETag", "\"2\"")]),
+    ])
+    func remove(fields: [(String, String)], name: String, kept: [(String, String)]) {
+        let original = HTTPHeaders(fields)
+        var headers = original
+        headers.remove(name)
+        #expect(headers.map { "\($0.name)=\($0.value)" } == kept.map { "\($0.0)=\($0.1)" })
+        #expect(headers.count == kept.count)
+        #expect(original.count == fields.count, "the list it was copied from is untouched")
+        #expect(original.map { "\($0.name)=\($0.value)" } == fields.map { "\($0.0)=\($0.1)" })
+        headers.add("Z", "9")
+        #expect(headers["z"] == "9")
+        #expect(headers.count == kept.count + 1)
+    }
+
+    @Test("long and empty names and values survive the buffer's growth")
+    func growth() {
+        var headers = HTTPHeaders()
+        for index in 0..<200 {
+            headers.add("X-Field-\(index)", String(repeating: "v", count: index))
+        }
+        headers.add("", "")
+        #expect(headers.count == 201)
+        #expect(headers["x-field-199"] == String(repeating: "v", count: 199))
+        #expect(headers["X-FIELD-0"] == "")
+        #expect(headers.values(for: "") == [""])
+        #expect(headers.count(of: "x-field-7") == 1)
+    }
+}
