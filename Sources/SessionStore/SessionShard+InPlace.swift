@@ -28,7 +28,8 @@ extension SessionShard {
 
     private static func applied(_ shard: isolated SessionShard, _ action: SheetAction, _ id: SessionID, _ tenant: Tenant,
                                 _ ifMatch: AcceptedVersions?) -> Result<ActionResult, StoreError> {
-        switch shard.applyNow(action, to: id, of: tenant, ifMatch: ifMatch) {
+        let applied = shard.applyNow(action, to: id, of: tenant, ifMatch: ifMatch)
+        switch consume applied {
         case .done(let result):
             return .success(result)
         case .refused(let error):

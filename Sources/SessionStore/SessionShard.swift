@@ -264,7 +264,9 @@ actor SessionShard {
     @inline(never)
     func applyNow(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> Applied {
         let (result, previous, changes) = change(action, of: id, tenant: tenant, ifMatch: ifMatch)
-        switch result {
+        // `consume`: the result moves into the answer; a copy would retain (and later release)
+        // every reference a Sheet and its events hold, about fourteen.
+        switch consume result {
         case .success(let done):
             guard let commit = submit(changes, of: id, previousVersion: previous, version: done.session.sheet.version,
                                       others: done.companions) else {

@@ -96,7 +96,7 @@ public final class SheetService: HTTPResponder {
             return response
         case .apply(let id, let tenant, let action, let ifMatch):
             guard let applied = store.applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch) else { return nil }
-            switch applied {
+            switch consume applied {
             case .success(let result):
                 return actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head))
             case .failure(let error):
