@@ -15,7 +15,16 @@ public final class ServiceObserver: Sendable {
     /// `info` logs every request; `warn` only 4xx and 5xx; `error` only 5xx and server faults; `off` nothing.
     public enum LogLevel: String, Sendable, CaseIterable, Comparable {
         case debug, info, warn, error, off
-        var rank: Int { LogLevel.allCases.firstIndex(of: self)! }
+        /// The order of the cases (a switch: `allCases.firstIndex` took two searches a request).
+        var rank: Int {
+            switch self {
+            case .debug: 0
+            case .info: 1
+            case .warn: 2
+            case .error: 3
+            case .off: 4
+            }
+        }
         public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
     }
 
