@@ -20,6 +20,17 @@ public struct JSONWriter: ~Copyable {
 
     /// What was written, as an array.
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+    /// How many bytes were written.
+    var byteCount: Int { count }
+    /// What was written from `start` on.
+    func bytes(from start: Int) -> [UInt8] { Array(UnsafeBufferPointer(start: base + start, count: count - start)) }
+
+    /// Writes the comma a value about to be written needs, so that its bytes start here.
+    mutating func startValue() {
+        separate()
+        needsComma = false
+    }
+
     /// What was written, as text (for a database column).
     public var text: String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }
 
@@ -121,6 +132,13 @@ public struct JSONWriter: ~Copyable {
     public mutating func raw(_ json: [UInt8]) {
         separate()
         json.withUnsafeBufferPointer { put($0) }
+        needsComma = true
+    }
+
+    /// Appends bytes that are already JSON (a pre-rendered value).
+    public mutating func raw(_ json: UnsafeBufferPointer<UInt8>) {
+        separate()
+        put(json)
         needsComma = true
     }
 

@@ -50,7 +50,25 @@ package enum Rendering {
         if let id { writer.unescapedString(length: SessionID.textLength, id.writeDescription) } else { writer.null() }
     }
 
+    /// The `config` member: copied from `ConfigurationTexts` when a recent session had the same
+    /// configuration, else rendered (and kept there when it was rendered lately).
     package static func configuration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
+        let fingerprint = ConfigurationTexts.fingerprint(configuration)
+        switch ConfigurationTexts.write(configuration, fingerprint: fingerprint, into: &writer) {
+        case .written:
+            return
+        case .render:
+            renderConfiguration(configuration, into: &writer)
+        case .renderAndRemember:
+            writer.startValue()
+            let start = writer.byteCount
+            renderConfiguration(configuration, into: &writer)
+            ConfigurationTexts.remember(configuration, fingerprint: fingerprint, text: writer.bytes(from: start))
+        }
+    }
+
+    /// The `config` member, rendered (what `configuration(_:into:)` copies).
+    package static func renderConfiguration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
         writer.beginObject()
         writer.member(#""detents":"#)
         writer.beginArray()
