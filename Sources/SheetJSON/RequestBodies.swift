@@ -82,8 +82,21 @@ package enum RequestBodies {
     }
 
     /// `POST /sessions`: the configuration, and the session to present the new one over
-    /// (`parent`: an id, or `null`/absent for none).
+    /// (`parent`: an id, or `null`/absent for none). A body seen lately decodes as it did then
+    /// (`RecentCreations`).
     package static func creation(_ body: [UInt8]) throws(APIError) -> (configuration: SheetConfiguration, parent: SessionID?) {
+        guard let fingerprint = RecentCreations.fingerprint(body) else { return try decodeCreation(body) }
+        let recent = RecentCreations.decoded(body, fingerprint: fingerprint)
+        if let decoded = recent.decoded { return decoded }
+        let decoded = try decodeCreation(body)
+        if recent.remember {
+            RecentCreations.remember(body, fingerprint: fingerprint, configuration: decoded.configuration, parent: decoded.parent)
+        }
+        return decoded
+    }
+
+    /// `creation`, decoded from the body every time.
+    package static func decodeCreation(_ body: [UInt8]) throws(APIError) -> (configuration: SheetConfiguration, parent: SessionID?) {
         let object = try BodyObject.parse(body)
         try object.rejectUnknown([
             "detents", "defaultDetent", "thresholdDetent", "dismissPolicy", "interceptAction",
