@@ -1,22 +1,56 @@
 /// Writes JSON straight into a byte buffer. Answers are built on the hot path of every request,
 /// so this avoids Foundation's encoder (and its dictionaries) entirely.
 ///
-/// The buffer is raw memory the writer owns (hence `~Copyable`, freed in `deinit`): a write is
-/// a bounds check and a store, without the uniqueness check and header updates each
-/// `Array.append` makes. `bytes` copies the result out once.
+/// The buffer is raw memory (hence `~Copyable`): a write is a bounds check and a store, without
+/// the uniqueness check and header updates each `Array.append` makes. Either the writer owns
+/// it (freed in `deinit`) and `bytes` copies the result out once, or `JSONWriter.bytes(capacity:_:)`
+/// lends it the storage of the array it returns, so the answer is written in place.
 public struct JSONWriter: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var count = 0
     private var capacity: Int
+    /// Whether `base` is the writer's own, to free (else it is lent, until the writer outgrows it).
+    private var ownsBuffer: Bool
     /// Whether the next member or element needs a comma before it.
     private var needsComma = false
 
     public init(capacity: Int = 512) {
         self.capacity = max(capacity, 16)
         base = .allocate(capacity: self.capacity)
+        ownsBuffer = true
     }
 
-    deinit { base.deallocate() }
+    /// Writes into `buffer`, which stays the caller's.
+    private init(lending buffer: UnsafeMutableBufferPointer<UInt8>) {
+        base = buffer.baseAddress!
+        capacity = buffer.count
+        ownsBuffer = false
+    }
+
+    deinit { if ownsBuffer { base.deallocate() } }
+
+    /// What `render` writes, written straight into the returned array's storage of `capacity`
+    /// bytes: no buffer of the writer's own and no copy, unless the text outgrows it. A capacity
+    /// of at most `pooledCapacity` keeps the array in glibc's per-thread cache of small blocks.
+    public static func bytes(capacity: Int = pooledCapacity, _ render: (inout JSONWriter) -> Void) -> [UInt8] {
+        var outgrown: [UInt8]?
+        let written = [UInt8](unsafeUninitializedCapacity: max(capacity, 16)) { buffer, initializedCount in
+            var writer = JSONWriter(lending: buffer)
+            render(&writer)
+            if writer.ownsBuffer {
+                // Outgrown: the text moved to a buffer of the writer's own; copied out once.
+                outgrown = writer.bytes
+                initializedCount = 0
+            } else {
+                initializedCount = writer.count
+            }
+        }
+        return outgrown ?? written
+    }
+
+    /// The largest array capacity whose block (with the array's 32-byte header) glibc's malloc
+    /// serves from its per-thread cache (1,032 bytes) rather than its bins, several times dearer.
+    public static let pooledCapacity = 1000
 
     /// What was written, as an array.
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
@@ -53,7 +87,9 @@ public struct JSONWriter: ~Copyable {
     }
 
     /// Starts a member the caller spells out whole, separator included: `member(#","version":"#)`.
-    /// The renderers of fixed shapes use it: one copy instead of a comma check and four writes.
+    /// The renderers of fixed shapes use it: one copy instead of a comma check and four writes
+    /// (inlined, so the copy's length is known where it is written).
+    @inline(__always)
     public mutating func member(_ literal: StaticString) {
         put(literal)
         needsComma = false
@@ -154,9 +190,10 @@ public struct JSONWriter: ~Copyable {
         let newCapacity = max(needed, capacity * 2)
         let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
         newBase.update(from: base, count: count)
-        base.deallocate()
+        if ownsBuffer { base.deallocate() }
         base = newBase
         capacity = newCapacity
+        ownsBuffer = true
     }
 
     @inline(__always)
@@ -198,6 +235,7 @@ public struct JSONWriter: ~Copyable {
         count += n
     }
 
+    @inline(__always)
     private mutating func put(_ text: StaticString) {
         put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }

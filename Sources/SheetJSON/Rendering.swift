@@ -114,22 +114,23 @@ package enum Rendering {
         writer.endArray()
     }
 
+    /// A session is 650 to 900 bytes: written in place into an array of `pooledCapacity`.
     package static func sessionBody(_ snapshot: SessionSnapshot) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1024)   // a session is 650 to 900 bytes
-        session(snapshot, into: &writer)
-        return writer.bytes
+        JSONWriter.bytes { writer in session(snapshot, into: &writer) }
     }
 
+    /// A drag's answer is 780 to 1,100 bytes: written in place into an array of `pooledCapacity`
+    /// (a longer one moves to a buffer of the writer's own as it grows, and is copied out once).
     package static func actionBody(_ result: ActionResult) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1280)   // a drag's answer is 780 to 1,100 bytes
-        writer.beginObject()
-        writer.member(#""session":"#); session(result.session, into: &writer)
-        writer.member(#","events":"#); events(result.outcome.events, into: &writer)
-        if let gesture = result.outcome.gesture {
-            writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
+        JSONWriter.bytes { writer in
+            writer.beginObject()
+            writer.member(#""session":"#); session(result.session, into: &writer)
+            writer.member(#","events":"#); events(result.outcome.events, into: &writer)
+            if let gesture = result.outcome.gesture {
+                writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
+            }
+            writer.endObject()
         }
-        writer.endObject()
-        return writer.bytes
     }
 
     package static func eventsBody(_ page: EventsPage) -> [UInt8] {

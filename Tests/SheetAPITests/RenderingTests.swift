@@ -158,6 +158,21 @@ struct JSONWriterTests {
         #expect(object?["list"] as? [Int] == Array(0..<300))
         #expect(object?["at"] as? String == "1970-01-01T00:00:00.000Z")
     }
+
+    /// Written in place into the returned array, or, past its capacity, moved to the writer's own
+    /// buffer: the same bytes either way.
+    @Test(arguments: [16, 100, 1000, 1010, 1011, 5000])
+    func writesInPlaceOrOutgrows(capacity: Int) {
+        func render(_ writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.key("text"); writer.string(String(repeating: "x", count: 1000))
+            writer.endObject()
+        }
+        var owned = JSONWriter()
+        render(&owned)
+        #expect(owned.bytes.count == 1011)
+        #expect(JSONWriter.bytes(capacity: capacity, render) == owned.bytes)
+    }
 }
 
 @Suite("Session ids")
