@@ -1,3 +1,5 @@
+import SheetCore
+
 /// Writes JSON straight into a byte buffer. Answers are built on the hot path of every request,
 /// so this avoids Foundation's encoder (and its dictionaries) entirely.
 ///
@@ -13,6 +15,8 @@ public struct JSONWriter: ~Copyable {
     private var ownsBuffer: Bool
     /// Whether the next member or element needs a comma before it.
     private var needsComma = false
+    /// The last timestamp `timestamp` formatted: its instant, its day and where its text starts.
+    private var lastTimestamp: (instant: Int64, day: Int64, start: Int)?
 
     public init(capacity: Int = 512) {
         self.capacity = max(capacity, 16)
@@ -153,6 +157,32 @@ public struct JSONWriter: ~Copyable {
         write(UnsafeMutableBufferPointer(start: base + count + 1, count: length))
         base[count + 1 + length] = UInt8(ascii: "\"")
         count += length + 2
+        needsComma = true
+    }
+
+    /// A timestamp as `rfc3339` writes it. An answer's timestamps are mostly of one day and often
+    /// of one instant (`updatedAt` and its event's `at`): the text of the same instant is copied
+    /// from the last one, and of the same day only its time is formatted.
+    public mutating func timestamp(_ timestamp: Timestamp) {
+        separate()
+        reserve(Timestamp.rfc3339Length + 2)
+        base[count] = UInt8(ascii: "\"")
+        let start = count + 1
+        let instant = timestamp.millisecondsSince1970
+        if let last = lastTimestamp, last.instant == instant {
+            (base + start).update(from: base + last.start, count: Timestamp.rfc3339Length)
+        } else {
+            let (day, millisecond) = timestamp.rfc3339Parts
+            if let last = lastTimestamp, last.day == day {
+                (base + start).update(from: base + last.start, count: Timestamp.rfc3339DateLength)
+            } else {
+                Timestamp.writeRFC3339Date(day: day, into: base + start)
+            }
+            Timestamp.writeRFC3339Time(millisecond: millisecond, into: base + start + Timestamp.rfc3339DateLength)
+            lastTimestamp = (instant, day, start)
+        }
+        base[start + Timestamp.rfc3339Length] = UInt8(ascii: "\"")
+        count = start + Timestamp.rfc3339Length + 1
         needsComma = true
     }
 

@@ -35,8 +35,8 @@ package enum Rendering {
         writer.member(#","dimmed":"#); writer.bool(sheet.dimmed)
         writer.member(#","backgroundInteractive":"#); writer.bool(sheet.backgroundInteractive)
         writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
-        writer.member(#","createdAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
-        writer.member(#","updatedAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
+        writer.member(#","createdAt":"#); writer.timestamp(sheet.createdAt)
+        writer.member(#","updatedAt":"#); writer.timestamp(sheet.updatedAt)
         if let events {
             writer.member(#","events":"#)
             writer.beginArray()
@@ -100,7 +100,7 @@ package enum Rendering {
         writer.beginObject()
         writer.member(#""seq":"#); writer.integer(event.seq)
         writer.member(#","type":"#); writer.plainString(event.kind.type.rawValue)
-        writer.member(#","at":"#); writer.unescapedString(length: Timestamp.rfc3339Length, event.at.writeRFC3339)
+        writer.member(#","at":"#); writer.timestamp(event.at)
         event.kind.writeMembers(to: &writer)
         if let gesture = event.gesture {
             writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)

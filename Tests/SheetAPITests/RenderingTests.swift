@@ -159,6 +159,20 @@ struct JSONWriterTests {
         #expect(object?["at"] as? String == "1970-01-01T00:00:00.000Z")
     }
 
+    /// Timestamps in a row, as `rfc3339` writes each: the same instant again, the same day, another
+    /// day, either side of midnight and of the formattable range.
+    @Test func timestampsInARowAreEachTheirRFC3339() {
+        let instants: [Int64] = [1_764_422_931_123, 1_764_422_931_123, 1_764_422_999_999, 1_764_460_799_999, 1_764_460_800_000,
+                                 1_764_422_931_123, 0, -1, -1, -86_400_000, Int64.min, -62_167_219_200_000, -62_167_219_200_001,
+                                 253_402_300_799_999, 253_402_300_800_000, Int64.max, 951_782_400_000, 951_868_799_999, 951_868_800_000]
+        var writer = JSONWriter(capacity: 1)
+        writer.beginArray()
+        for instant in instants { writer.timestamp(Timestamp(millisecondsSince1970: instant)) }
+        writer.endArray()
+        let expected = "[" + instants.map { "\"" + Timestamp(millisecondsSince1970: $0).rfc3339 + "\"" }.joined(separator: ",") + "]"
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == expected)
+    }
+
     /// Written in place into the returned array, or, past its capacity, moved to the writer's own
     /// buffer: the same bytes either way.
     @Test(arguments: [16, 100, 1000, 1010, 1011, 5000])
