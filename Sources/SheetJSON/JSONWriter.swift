@@ -63,12 +63,6 @@ public struct JSONWriter: ~Copyable {
     /// What was written from `start` on.
     func bytes(from start: Int) -> [UInt8] { Array(UnsafeBufferPointer(start: base + start, count: count - start)) }
 
-    /// Writes the comma a value about to be written needs, so that its bytes start here.
-    mutating func startValue() {
-        separate()
-        needsComma = false
-    }
-
     /// What was written, as text (for a database column).
     public var text: String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }
 
@@ -201,11 +195,9 @@ public struct JSONWriter: ~Copyable {
         needsComma = true
     }
 
-    /// Appends bytes that are already JSON (a pre-rendered value).
-    public mutating func raw(_ json: UnsafeBufferPointer<UInt8>) {
-        separate()
-        put(json)
-        needsComma = true
+    /// Appends members already rendered, separators included (`,"a":1,"b":2`), after a value.
+    mutating func append(_ members: [UInt8]) {
+        members.withUnsafeBufferPointer { put($0) }
     }
 
     // MARK: Buffer

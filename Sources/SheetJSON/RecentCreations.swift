@@ -6,7 +6,7 @@ import Synchronization
 /// configuration; a body seen lately is answered from here, byte-equal bodies decoding alike.
 ///
 /// Equal configurations decoded here also share one storage: the sessions made from one body
-/// hold one configuration between them, and `ConfigurationTexts` finds them by identity.
+/// hold one configuration between them, and `ConfigurationRenderings` finds them by identity.
 /// Bounded (`RecentSlots`), bodies of at most `maximumBodyLength` bytes.
 enum RecentCreations {
     static let maximumBodyLength = 1024

@@ -23,7 +23,7 @@ struct RecentSlots<Entry> {
     }
 
     /// The entry with `fingerprint` that `matches`, if any.
-    func index(of fingerprint: UInt64, where matches: (borrowing Entry) -> Bool) -> Int? {
+    func index(of fingerprint: UInt64, where matches: (Entry) -> Bool) -> Int? {
         for index in fingerprints.indices where fingerprints[index] == fingerprint && matches(entries[index]) {
             return index
         }

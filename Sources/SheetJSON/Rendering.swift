@@ -14,6 +14,7 @@ package enum Rendering {
     package static func session(_ snapshot: SessionSnapshot, into writer: inout JSONWriter,
                                 events: ArraySlice<SheetEvent>? = nil) {
         let sheet = snapshot.sheet
+        let rendering = ConfigurationRenderings.rendering(of: sheet.configuration)
         writer.beginObject()
         writer.member(#""id":"#); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
         writer.member(#","version":"#); writer.integer(sheet.version)
@@ -22,19 +23,16 @@ package enum Rendering {
         writer.member(#","presentation":"#); writer.integer(sheet.presentation)
         writer.member(#","dismissReason":"#)
         if let reason = sheet.dismissReason { writer.plainString(reason.rawValue) } else { writer.null() }
-        LaterState(of: sheet).writeMembers(to: &writer)
-        writer.member(#","heights":"#)
-        writer.beginObject()
-        for (detent, points) in sheet.heights {
-            writer.plainString(detent.description)
-            writer.member(":")
-            writer.number(points)
+        let later = LaterState.stored(of: sheet)
+        if later == nil, let rendering {
+            writer.append(rendering.startState)
+        } else {
+            stateMembers(later ?? LaterState(of: sheet), of: sheet, into: &writer)
         }
-        writer.endObject()
-        writer.member(#","thresholdActive":"#); writer.bool(sheet.thresholdActive)
         writer.member(#","dimmed":"#); writer.bool(sheet.dimmed)
         writer.member(#","backgroundInteractive":"#); writer.bool(sheet.backgroundInteractive)
-        writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
+        writer.member(#","config":"#)
+        if let rendering { writer.raw(rendering.config) } else { renderConfiguration(sheet.configuration, into: &writer) }
         writer.member(#","createdAt":"#); writer.timestamp(sheet.createdAt)
         writer.member(#","updatedAt":"#); writer.timestamp(sheet.updatedAt)
         if let events {
@@ -46,24 +44,31 @@ package enum Rendering {
         writer.endObject()
     }
 
+    /// The members from `hasChanges` through `thresholdActive`: the later state, then what the
+    /// container height makes of the configuration's detents.
+    static func stateMembers(_ later: LaterState, of sheet: Sheet, into writer: inout JSONWriter) {
+        later.writeMembers(to: &writer)
+        writer.member(#","heights":"#)
+        writer.beginObject()
+        for (detent, points) in sheet.heights {
+            writer.plainString(detent.description)
+            writer.member(":")
+            writer.number(points)
+        }
+        writer.endObject()
+        writer.member(#","thresholdActive":"#); writer.bool(sheet.thresholdActive)
+    }
+
     package static func optionalID(_ id: SessionID?, into writer: inout JSONWriter) {
         if let id { writer.unescapedString(length: SessionID.textLength, id.writeDescription) } else { writer.null() }
     }
 
-    /// The `config` member: copied from `ConfigurationTexts` when a recent session had the same
-    /// configuration, else rendered (and kept there when it was rendered lately).
+    /// The `config` member: copied from the configuration's rendering when it has one.
     package static func configuration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
-        let fingerprint = ConfigurationTexts.fingerprint(configuration)
-        switch ConfigurationTexts.write(configuration, fingerprint: fingerprint, into: &writer) {
-        case .written:
-            return
-        case .render:
+        if let rendering = ConfigurationRenderings.rendering(of: configuration) {
+            writer.raw(rendering.config)
+        } else {
             renderConfiguration(configuration, into: &writer)
-        case .renderAndRemember:
-            writer.startValue()
-            let start = writer.byteCount
-            renderConfiguration(configuration, into: &writer)
-            ConfigurationTexts.remember(configuration, fingerprint: fingerprint, text: writer.bytes(from: start))
         }
     }
 
