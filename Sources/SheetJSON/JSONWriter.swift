@@ -76,7 +76,9 @@ public struct JSONWriter: ~Copyable {
     public mutating func beginArray() { separate(); put(UInt8(ascii: "[")); needsComma = false }
     public mutating func endArray() { put(UInt8(ascii: "]")); needsComma = true }
 
-    /// Starts a member: `"key":`. The value written next belongs to it.
+    /// Starts a member: `"key":`. The value written next belongs to it. Inlined, so the copy's
+    /// length is known where it is written.
+    @inline(__always)
     public mutating func key(_ key: StaticString) {
         separate()
         reserve(key.utf8CodeUnitCount + 3)
@@ -121,6 +123,14 @@ public struct JSONWriter: ~Copyable {
     @inline(__always)
     private static func needsEscape(_ byte: UInt8) -> Bool {
         byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x7F
+    }
+
+    /// A value spelled out whole as a literal (a name with its quotes): one copy.
+    @inline(__always)
+    mutating func quoted(_ literal: StaticString) {
+        separate()
+        put(literal)
+        needsComma = true
     }
 
     public mutating func null() { separate(); put("null"); needsComma = true }

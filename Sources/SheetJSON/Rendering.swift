@@ -18,16 +18,15 @@ package enum Rendering {
         writer.beginObject()
         writer.member(#""id":"#); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
         writer.member(#","version":"#); writer.integer(sheet.version)
-        writer.member(#","phase":"#); writer.plainString(sheet.phase.rawValue)
-        writer.member(#","detent":"#); writer.plainString(sheet.detent.description)
+        writer.member(#","phase":"#); writer.phase(sheet.phase)
+        writer.member(#","detent":"#); writer.detent(sheet.detent)
         writer.member(#","presentation":"#); writer.integer(sheet.presentation)
         writer.member(#","dismissReason":"#)
         if let reason = sheet.dismissReason { writer.plainString(reason.rawValue) } else { writer.null() }
-        let later = LaterState.stored(of: sheet)
-        if later == nil, let rendering {
+        if let rendering, LaterState.stored(of: sheet) == nil {
             writer.append(rendering.startState)
         } else {
-            stateMembers(later ?? LaterState(of: sheet), of: sheet, into: &writer)
+            stateMembers(LaterState(of: sheet), of: sheet, into: &writer)
         }
         writer.member(#","dimmed":"#); writer.bool(sheet.dimmed)
         writer.member(#","backgroundInteractive":"#); writer.bool(sheet.backgroundInteractive)
@@ -51,7 +50,7 @@ package enum Rendering {
         writer.member(#","heights":"#)
         writer.beginObject()
         for (detent, points) in sheet.heights {
-            writer.plainString(detent.description)
+            writer.detent(detent)
             writer.member(":")
             writer.number(points)
         }
@@ -104,7 +103,7 @@ package enum Rendering {
     package static func event(_ event: SheetEvent, into writer: inout JSONWriter) {
         writer.beginObject()
         writer.member(#""seq":"#); writer.integer(event.seq)
-        writer.member(#","type":"#); writer.plainString(event.kind.type.rawValue)
+        writer.member(#","type":"#); writer.eventType(event.kind.type)
         writer.member(#","at":"#); writer.timestamp(event.at)
         event.kind.writeMembers(to: &writer)
         if let gesture = event.gesture {
@@ -176,27 +175,73 @@ package enum Rendering {
     }
 }
 
+/// The names of the states and kinds an answer shows in every session and event, each written
+/// as one copy of a literal, quotes included, instead of from its `rawValue` String
+/// (`RenderingTests` checks each against `rawValue`).
+extension JSONWriter {
+    package mutating func phase(_ phase: Phase) {
+        switch phase {
+        case .presented: quoted(#""presented""#)
+        case .confirming: quoted(#""confirming""#)
+        case .dismissed: quoted(#""dismissed""#)
+        }
+    }
+
+    /// `large` and `medium` as literals, the others from their description.
+    package mutating func detent(_ detent: Detent) {
+        switch detent {
+        case .large: quoted(#""large""#)
+        case .medium: quoted(#""medium""#)
+        case .fraction, .height: plainString(detent.description)
+        }
+    }
+
+    package mutating func eventType(_ type: SheetEvent.EventType) {
+        switch type {
+        case .presented: quoted(#""presented""#)
+        case .detentChanged: quoted(#""detentChanged""#)
+        case .intercepted: quoted(#""intercepted""#)
+        case .confirmationCancelled: quoted(#""confirmationCancelled""#)
+        case .dismissBlocked: quoted(#""dismissBlocked""#)
+        case .dismissed: quoted(#""dismissed""#)
+        case .changesMarked: quoted(#""changesMarked""#)
+        case .resized: quoted(#""resized""#)
+        case .pushed: quoted(#""pushed""#)
+        case .popped: quoted(#""popped""#)
+        case .covered: quoted(#""covered""#)
+        case .uncovered: quoted(#""uncovered""#)
+        }
+    }
+}
+
+/// Each member inlined into the kind's or the later state's `writeMembers`, specialised here, so
+/// the key is a copy of known length.
 extension JSONWriter: SheetMemberWriter {
+    @inline(__always)
     public mutating func member(_ key: StaticString, string: String) {
         self.key(key)
         plainString(string)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, integer: Int) {
         self.key(key)
         self.integer(integer)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, bool: Bool) {
         self.key(key)
         self.bool(bool)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, number: Double) {
         self.key(key)
         self.number(number)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, strings: [String]) {
         self.key(key)
         beginArray()
@@ -204,6 +249,7 @@ extension JSONWriter: SheetMemberWriter {
         endArray()
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, id: SessionID?) {
         self.key(key)
         Rendering.optionalID(id, into: &self)

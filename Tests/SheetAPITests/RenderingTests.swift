@@ -159,6 +159,20 @@ struct JSONWriterTests {
         #expect(object?["at"] as? String == "1970-01-01T00:00:00.000Z")
     }
 
+    /// The names written as literals are the enums' raw values and the detents' descriptions.
+    @Test func namesWrittenAsLiteralsAreTheirRawValues() {
+        func written(_ write: (inout JSONWriter) -> Void) -> String {
+            var writer = JSONWriter()
+            write(&writer)
+            return String(decoding: writer.bytes, as: UTF8.self)
+        }
+        for phase in Phase.allCases { #expect(written { $0.phase(phase) } == "\"\(phase.rawValue)\"") }
+        for type in SheetEvent.EventType.allCases { #expect(written { $0.eventType(type) } == "\"\(type.rawValue)\"") }
+        for detent in [Detent.large, .medium, .fraction(0.25), .height(300.5)] {
+            #expect(written { $0.detent(detent) } == "\"\(detent.description)\"")
+        }
+    }
+
     /// Timestamps in a row, as `rfc3339` writes each: the same instant again, the same day, another
     /// day, either side of midnight and of the formattable range.
     @Test func timestampsInARowAreEachTheirRFC3339() {
