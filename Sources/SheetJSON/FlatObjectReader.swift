@@ -1,24 +1,86 @@
 /// Reads the bodies nearly every request sends — one object of a few members, each a plain ASCII
 /// string, a short decimal, `true`, `false`, `null` or an array of those (a creation's
-/// `detents`) — without jansson, whose parse and tree cost
-/// several times the few bytes of such a body.
+/// `detents`) — without jansson, whose parse and tree cost several times the few bytes of such
+/// a body.
 ///
 /// It is strict and declines (returns nil) anything it is not sure to read exactly as jansson and
 /// `JSONParser`'s conversion would: escapes, bytes outside printable ASCII, deeper nesting, exponents,
 /// numbers of more than 15 digits, duplicate keys, more than `maximumMembers` members, anything
 /// malformed. A declined body goes to jansson, which gives the value or the error it always gave;
 /// so this reader never produces an error of its own.
+///
+/// It reads a body into `FlatObject`, where each member is a span of the body (a request's
+/// decoder then makes Strings of only the values it takes), and makes `JSONValue`s from those.
 enum FlatObjectReader {
-    /// More members (or array elements) than any route takes: bodies with more go to jansson.
-    static let maximumMembers = 16
+    /// Members of an object (kept inline in `FlatObject`): more than any route but a creation
+    /// with every field takes. Bodies with more go to jansson.
+    static let maximumMembers = 8
+    /// Elements of an array (read again when taken, so not kept).
+    static let maximumElements = 16
     /// Significant digits a number may have here: below 10^15, it is exact as a Double.
     static let maximumDigits = 15
+    /// Longer bodies go to jansson (a key's length is kept in 16 bits).
+    static let maximumLength = Int(UInt16.max)
+
+    /// Reads `body` into `object`, the members where they are in it; false to decline.
+    static func read(_ body: UnsafeBufferPointer<UInt8>, into object: inout FlatObject) -> Bool {
+        guard let base = body.baseAddress, body.count <= maximumLength else { return false }
+        var cursor = Cursor(base: base, end: body.count)
+        return cursor.object(into: &object)
+    }
 
     /// The members in document order, or nil to decline.
     static func members(of body: UnsafeBufferPointer<UInt8>) -> [(key: String, value: JSONValue)]? {
-        guard let base = body.baseAddress else { return nil }
-        var reader = Cursor(base: base, end: body.count)
-        return reader.object()
+        var object = FlatObject()
+        guard read(body, into: &object) else { return nil }
+        var members: [(key: String, value: JSONValue)] = []
+        members.reserveCapacity(object.count)
+        for index in 0..<object.count {
+            let member = object.members[index]
+            members.append((key(member, in: body), value(member, in: body)))
+        }
+        return members
+    }
+
+    /// The text of `count` bytes of `body` from `start` (ASCII, as the reader accepted it).
+    static func text(_ start: UInt32, _ count: Int, in body: UnsafeBufferPointer<UInt8>) -> String {
+        String(decoding: UnsafeBufferPointer(rebasing: body[Int(start)..<Int(start) + count]), as: UTF8.self)
+    }
+
+    static func key(_ member: FlatMember, in body: UnsafeBufferPointer<UInt8>) -> String {
+        text(member.keyStart, Int(member.keyCount), in: body)
+    }
+
+    /// The number of a member of kind `.number`, read again from its text.
+    static func number(_ member: FlatMember, in body: UnsafeBufferPointer<UInt8>) -> Double {
+        var cursor = Cursor(base: body.baseAddress!, end: body.count, index: Int(member.valueStart))
+        return cursor.number() ?? .nan
+    }
+
+    /// The value the reader found, as jansson's tree converts it.
+    static func value(_ member: FlatMember, in body: UnsafeBufferPointer<UInt8>) -> JSONValue {
+        switch member.kind {
+        case .string: return .string(text(member.valueStart, Int(member.valueCount), in: body))
+        case .number: return .number(number(member, in: body))
+        case .true: return .bool(true)
+        case .false: return .bool(false)
+        case .null: return .null
+        case .array:
+            // Read again, element by element: the reader checked it whole already.
+            var cursor = Cursor(base: body.baseAddress!, end: body.count, index: Int(member.valueStart) + 1)
+            var items: [JSONValue] = []
+            while let item = cursor.nextElement() {
+                switch item.kind {
+                case .string: items.append(.string(text(UInt32(truncatingIfNeeded: item.start), item.count, in: body)))
+                case .number: items.append(.number(item.number))
+                case .true: items.append(.bool(true))
+                case .false: items.append(.bool(false))
+                case .null: items.append(.null)
+                case .array: break   // never inside an array: the reader declines nesting
+                }
+            }
+            return .array(items)
+        }
     }
 
     /// 10^0 through 10^15, each exact in a Double.
@@ -33,11 +95,12 @@ enum FlatObjectReader {
     private struct Cursor {
         let base: UnsafePointer<UInt8>
         let end: Int
-        var index = 0
+        var index: Int
 
-        init(base: UnsafePointer<UInt8>, end: Int) {
+        init(base: UnsafePointer<UInt8>, end: Int, index: Int = 0) {
             self.base = base
             self.end = end
+            self.index = index
         }
 
         /// The byte at the cursor, or 0 past the end (0 is never valid where a byte is expected,
@@ -56,103 +119,128 @@ enum FlatObjectReader {
             }
         }
 
-        mutating func object() -> [(key: String, value: JSONValue)]? {
+        mutating func object(into object: inout FlatObject) -> Bool {
             skipWhitespace()
-            guard byte == UInt8(ascii: "{") else { return nil }
+            guard byte == UInt8(ascii: "{") else { return false }
             index += 1
             skipWhitespace()
-            var members: [(key: String, value: JSONValue)] = []
             if byte == UInt8(ascii: "}") {
                 index += 1
             } else {
-                members.reserveCapacity(4)
                 while true {
-                    guard byte == UInt8(ascii: "\""), let key = string() else { return nil }
+                    guard byte == UInt8(ascii: "\""), let key = string() else { return false }
                     // jansson refuses a repeated key (JSON_REJECT_DUPLICATES): let it say so.
-                    for member in members where member.key == key { return nil }
+                    for other in 0..<object.count where same(object.members[other], key) { return false }
                     skipWhitespace()
-                    guard byte == UInt8(ascii: ":") else { return nil }
+                    guard byte == UInt8(ascii: ":") else { return false }
                     index += 1
                     skipWhitespace()
-                    guard let value = value() else { return nil }
-                    members.append((key, value))
+                    guard let value = value() else { return false }
+                    object.members[object.count] = FlatMember(
+                        keyStart: UInt32(truncatingIfNeeded: key.start), valueStart: UInt32(truncatingIfNeeded: value.start),
+                        valueCount: UInt32(truncatingIfNeeded: value.count), keyCount: UInt16(truncatingIfNeeded: key.count), kind: value.kind)
+                    object.count += 1
                     skipWhitespace()
                     if byte == UInt8(ascii: ",") {
-                        guard members.count < FlatObjectReader.maximumMembers else { return nil }
+                        guard object.count < FlatObjectReader.maximumMembers else { return false }
                         index += 1
                         skipWhitespace()
                     } else if byte == UInt8(ascii: "}") {
                         index += 1
                         break
                     } else {
-                        return nil
+                        return false
                     }
                 }
             }
             skipWhitespace()
-            return index == end ? members : nil
+            return index == end
         }
 
-        private mutating func value() -> JSONValue? {
+        private func same(_ member: FlatMember, _ key: Span) -> Bool {
+            guard Int(member.keyCount) == key.count else { return false }
+            for offset in 0..<key.count where base[Int(member.keyStart) + offset] != base[key.start + offset] { return false }
+            return true
+        }
+
+        /// Where a value is: a string's text without its quotes, a number's text, an array from
+        /// its `[` through its `]`; and a number's value.
+        struct Span {
+            var kind: FlatMember.Kind
+            var start = 0
+            var count = 0
+            var number: Double = 0
+        }
+
+        private mutating func value() -> Span? {
             if byte == UInt8(ascii: "[") { return array() }
             return scalar()
         }
 
         /// An array of scalars; the cursor is on its bracket.
-        private mutating func array() -> JSONValue? {
+        private mutating func array() -> Span? {
+            let start = index
             index += 1
             skipWhitespace()
-            var items: [JSONValue] = []
-            if byte == UInt8(ascii: "]") {
-                index += 1
-                return .array(items)
-            }
-            while true {
-                guard let item = scalar() else { return nil }
-                items.append(item)
-                skipWhitespace()
-                if byte == UInt8(ascii: ",") {
-                    guard items.count < FlatObjectReader.maximumMembers else { return nil }
-                    index += 1
+            var count = 0
+            if byte != UInt8(ascii: "]") {
+                while true {
+                    guard scalar() != nil else { return nil }
+                    count += 1
                     skipWhitespace()
-                } else if byte == UInt8(ascii: "]") {
-                    index += 1
-                    return .array(items)
-                } else {
-                    return nil
+                    if byte == UInt8(ascii: ",") {
+                        guard count < FlatObjectReader.maximumElements else { return nil }
+                        index += 1
+                        skipWhitespace()
+                    } else if byte == UInt8(ascii: "]") {
+                        break
+                    } else {
+                        return nil
+                    }
                 }
             }
+            index += 1
+            return Span(kind: .array, start: start, count: index - start)
         }
 
-        private mutating func scalar() -> JSONValue? {
+        /// The next element of an array the reader accepted, the cursor after its bracket or an
+        /// element; nil at its end.
+        mutating func nextElement() -> Span? {
+            skipWhitespace()
+            if byte == UInt8(ascii: ",") { index += 1; skipWhitespace() }
+            return scalar()
+        }
+
+        private mutating func scalar() -> Span? {
+            let start = index
             switch byte {
             case UInt8(ascii: "\""):
-                return string().map(JSONValue.string)
+                return string()
             case UInt8(ascii: "t"):
-                return literal("true") ? .bool(true) : nil
+                return literal("true") ? Span(kind: .true) : nil
             case UInt8(ascii: "f"):
-                return literal("false") ? .bool(false) : nil
+                return literal("false") ? Span(kind: .false) : nil
             case UInt8(ascii: "n"):
-                return literal("null") ? .null : nil
+                return literal("null") ? Span(kind: .null) : nil
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                return number()
+                return number().map { Span(kind: .number, start: start, count: index - start, number: $0) }
             default:
                 return nil
             }
         }
 
         /// A string of printable ASCII (0x20 to 0x7F) without escapes; the cursor is on its quote.
-        private mutating func string() -> String? {
+        private mutating func string() -> Span? {
             let start = index + 1
             var position = start
             while position < end {
                 let character = base[position]
                 if character == UInt8(ascii: "\"") {
                     index = position + 1
-                    return String(decoding: UnsafeBufferPointer(start: base + start, count: position - start), as: UTF8.self)
+                    return Span(kind: .string, start: start, count: position - start)
                 }
                 // A control character (jansson's error), a backslash or a byte past ASCII: decline.
-                guard character >= 0x20, character < 0x80, character != UInt8(ascii: "\\") else { return nil }
+                guard character &- 0x20 < 0x60, character != UInt8(ascii: "\\") else { return nil }
                 position += 1
             }
             return nil
@@ -171,7 +259,7 @@ enum FlatObjectReader {
         /// and the power of ten dividing it are exact Doubles, so one IEEE division rounds the
         /// value exactly as strtod (jansson's conversion, under JSON_DECODE_INT_AS_REAL) does.
         /// Exponents, leading zeros and longer numbers decline.
-        private mutating func number() -> JSONValue? {
+        mutating func number() -> Double? {
             let negative = byte == UInt8(ascii: "-")
             if negative { index += 1 }
             var mantissa: UInt64 = 0
@@ -209,7 +297,25 @@ enum FlatObjectReader {
             }
             var value = Double(mantissa)
             if fractionDigits > 0 { value /= FlatObjectReader.powerOfTen(fractionDigits) }
-            return .number(negative ? -value : value)
+            return negative ? -value : value
         }
     }
+}
+
+/// One member as `FlatObjectReader` found it: where its key and its value are in the body.
+/// Sixteen bytes, so a whole `FlatObject` is a few cache lines to copy.
+struct FlatMember {
+    enum Kind: UInt8 { case string, number, `true`, `false`, null, array }
+    var keyStart: UInt32
+    /// A string's text without its quotes, a number's text, an array from `[` through `]`.
+    var valueStart: UInt32
+    var valueCount: UInt32
+    var keyCount: UInt16
+    var kind: Kind
+}
+
+/// The members of a flat object, in document order, kept inline (no allocation).
+struct FlatObject {
+    var count = 0
+    var members = InlineArray<8, FlatMember>(repeating: FlatMember(keyStart: 0, valueStart: 0, valueCount: 0, keyCount: 0, kind: .null))
 }
