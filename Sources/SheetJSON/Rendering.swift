@@ -6,8 +6,10 @@ import SheetCore
 /// them back (a test round-trips every shape).
 package enum Rendering {
     // The fixed shapes below spell their member names out with `member`, separators included,
-    // and write enum names and detents with `plainString` (they never need escaping): a drag's
-    // answer is rendered on every request.
+    // write the commonest names as literals (`phase`, `detent`, `eventType`) and other enum names
+    // and detents with `plainString` (they never need escaping), and copy what a configuration's
+    // sessions show alike from `ConfigurationRenderings`: a drag's answer is rendered on every
+    // request. `RenderingReferenceTests` holds every answer to a plain rendering, byte for byte.
 
     /// A session's answer; with `events`, also what a store that keeps the state as one document
     /// writes (`Sheet`'s `Decodable` reads it back and passes over the derived members).
