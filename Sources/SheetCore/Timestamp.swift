@@ -36,32 +36,57 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable {
     /// timestamps straight into their buffer instead of making a String for each.
     public func writeRFC3339(into out: UnsafeMutableBufferPointer<UInt8>) {
         precondition(out.count >= Self.rfc3339Length, "an RFC 3339 timestamp needs 24 bytes")
+        let (day, millisecond) = rfc3339Parts
+        Self.writeRFC3339Date(day: day, into: out.baseAddress!)
+        Self.writeRFC3339Time(millisecond: millisecond, into: out.baseAddress! + Self.rfc3339DateLength)
+    }
+
+    /// The length of the date part of `rfc3339`, its `T` included: "2026-11-29T".
+    public static let rfc3339DateLength = 11
+
+    /// What `rfc3339` shows: the day (since 1970-01-01) of its date and the millisecond of that
+    /// day of its time, after clamping to the formattable range. A writer of several timestamps
+    /// of one day (an answer's) formats the date once.
+    public var rfc3339Parts: (day: Int64, millisecond: Int) {
         let ms = min(max(millisecondsSince1970, Self.earliestFormattable.millisecondsSince1970),
                      Self.latestFormattable.millisecondsSince1970)
         let (days, msOfDay) = floorDivide(ms, 86_400_000)
-        let (year, month, day) = civil(fromDays: days)
-        let millis = Int(msOfDay % 1000)
-        let seconds = Int(msOfDay / 1000)
-        func put2(_ value: Int, at offset: Int) {
-            out[offset] = UInt8(truncatingIfNeeded: 48 + value / 10)
-            out[offset + 1] = UInt8(truncatingIfNeeded: 48 + value % 10)
-        }
-        put2(Int(year) / 100, at: 0)
-        put2(Int(year) % 100, at: 2)
+        return (days, Int(msOfDay))
+    }
+
+    /// Writes the first `rfc3339DateLength` bytes of `rfc3339` for a `day` of `rfc3339Parts`.
+    public static func writeRFC3339Date(day: Int64, into out: UnsafeMutablePointer<UInt8>) {
+        let (year, month, dayOfMonth) = civil(fromDays: day)
+        put2(Int(year) / 100, at: out)
+        put2(Int(year) % 100, at: out + 2)
         out[4] = UInt8(ascii: "-")
-        put2(month, at: 5)
+        put2(month, at: out + 5)
         out[7] = UInt8(ascii: "-")
-        put2(day, at: 8)
+        put2(dayOfMonth, at: out + 8)
         out[10] = UInt8(ascii: "T")
-        put2(seconds / 3600, at: 11)
-        out[13] = UInt8(ascii: ":")
-        put2(seconds / 60 % 60, at: 14)
-        out[16] = UInt8(ascii: ":")
-        put2(seconds % 60, at: 17)
-        out[19] = UInt8(ascii: ".")
-        out[20] = UInt8(truncatingIfNeeded: 48 + millis / 100)
-        put2(millis % 100, at: 21)
-        out[23] = UInt8(ascii: "Z")
+    }
+
+    /// Writes the last `rfc3339Length - rfc3339DateLength` bytes of `rfc3339` ("13:28:51.123Z")
+    /// for a `millisecond` of `rfc3339Parts`.
+    public static func writeRFC3339Time(millisecond: Int, into out: UnsafeMutablePointer<UInt8>) {
+        let seconds = millisecond / 1000
+        let millis = millisecond % 1000
+        put2(seconds / 3600, at: out)
+        out[2] = UInt8(ascii: ":")
+        put2(seconds / 60 % 60, at: out + 3)
+        out[5] = UInt8(ascii: ":")
+        put2(seconds % 60, at: out + 6)
+        out[8] = UInt8(ascii: ".")
+        out[9] = UInt8(truncatingIfNeeded: 48 + millis / 100)
+        put2(millis % 100, at: out + 10)
+        out[12] = UInt8(ascii: "Z")
+    }
+
+    /// The two digits of `value` (0 to 99), from a table of all hundred pairs.
+    @inline(__always)
+    private static func put2(_ value: Int, at out: UnsafeMutablePointer<UInt8>) {
+        let pairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+        UnsafeMutableRawPointer(out).copyMemory(from: pairs.utf8Start + 2 * value, byteCount: 2)
     }
 
     /// Parses exactly the form `rfc3339` prints, so stored sessions read back bit for bit.

@@ -46,8 +46,20 @@ public enum JSONParser {
     /// this keeps the recursive parse and the tree walk far from any stack limit.
     public static let maximumDepth = 32
 
-    /// Parses one JSON text with jansson: strict RFC 8259, UTF-8 validated, duplicate keys refused.
+    /// Parses one JSON text: strict RFC 8259, UTF-8 validated, duplicate keys refused. A small
+    /// flat object is read by `FlatObjectReader`; the rest, and every error, by jansson.
     public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
+        if let members = bytes.withUnsafeBufferPointer(FlatObjectReader.members) { return .object(members) }
+        return try parseWithJansson(bytes)
+    }
+
+    /// What `FlatObjectReader` makes of `bytes`: the object, or nil where it declines.
+    package static func parseFlatObject(_ bytes: [UInt8]) -> JSONValue? {
+        bytes.withUnsafeBufferPointer(FlatObjectReader.members).map(JSONValue.object)
+    }
+
+    /// Parses one JSON text with jansson alone.
+    package static func parseWithJansson(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
         try checkDepth(bytes)
         var error = json_error_t()
         // INT_AS_REAL: a huge integer becomes an out-of-range number (a field error), not a parse error.

@@ -6,37 +6,36 @@ import SheetCore
 /// them back (a test round-trips every shape).
 package enum Rendering {
     // The fixed shapes below spell their member names out with `member`, separators included,
-    // and write enum names and detents with `plainString` (they never need escaping): a drag's
-    // answer is rendered on every request.
+    // write the commonest names as literals (`phase`, `detent`, `eventType`) and other enum names
+    // and detents with `plainString` (they never need escaping), and copy what a configuration's
+    // sessions show alike from `ConfigurationRenderings`: a drag's answer is rendered on every
+    // request. `RenderingReferenceTests` holds every answer to a plain rendering, byte for byte.
 
     /// A session's answer; with `events`, also what a store that keeps the state as one document
     /// writes (`Sheet`'s `Decodable` reads it back and passes over the derived members).
     package static func session(_ snapshot: SessionSnapshot, into writer: inout JSONWriter,
                                 events: ArraySlice<SheetEvent>? = nil) {
         let sheet = snapshot.sheet
+        let rendering = ConfigurationRenderings.rendering(of: sheet.configuration)
         writer.beginObject()
-        writer.member(#""id":"#); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
+        writer.member(#""id":"#); writer.sessionID(snapshot.id)
         writer.member(#","version":"#); writer.integer(sheet.version)
-        writer.member(#","phase":"#); writer.plainString(sheet.phase.rawValue)
-        writer.member(#","detent":"#); writer.plainString(sheet.detent.description)
+        writer.member(#","phase":"#); writer.phase(sheet.phase)
+        writer.member(#","detent":"#); writer.detent(sheet.detent)
         writer.member(#","presentation":"#); writer.integer(sheet.presentation)
         writer.member(#","dismissReason":"#)
         if let reason = sheet.dismissReason { writer.plainString(reason.rawValue) } else { writer.null() }
-        LaterState(of: sheet).writeMembers(to: &writer)
-        writer.member(#","heights":"#)
-        writer.beginObject()
-        for (detent, points) in sheet.heights {
-            writer.plainString(detent.description)
-            writer.member(":")
-            writer.number(points)
+        if let rendering, LaterState.stored(of: sheet) == nil {
+            writer.append(rendering.startState)
+        } else {
+            stateMembers(LaterState(of: sheet), of: sheet, into: &writer)
         }
-        writer.endObject()
-        writer.member(#","thresholdActive":"#); writer.bool(sheet.thresholdActive)
         writer.member(#","dimmed":"#); writer.bool(sheet.dimmed)
         writer.member(#","backgroundInteractive":"#); writer.bool(sheet.backgroundInteractive)
-        writer.member(#","config":"#); configuration(sheet.configuration, into: &writer)
-        writer.member(#","createdAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.createdAt.writeRFC3339)
-        writer.member(#","updatedAt":"#); writer.unescapedString(length: Timestamp.rfc3339Length, sheet.updatedAt.writeRFC3339)
+        writer.member(#","config":"#)
+        if let rendering { writer.raw(rendering.config) } else { renderConfiguration(sheet.configuration, into: &writer) }
+        writer.member(#","createdAt":"#); writer.timestamp(sheet.createdAt)
+        writer.member(#","updatedAt":"#); writer.timestamp(sheet.updatedAt)
         if let events {
             writer.member(#","events":"#)
             writer.beginArray()
@@ -46,11 +45,36 @@ package enum Rendering {
         writer.endObject()
     }
 
-    package static func optionalID(_ id: SessionID?, into writer: inout JSONWriter) {
-        if let id { writer.unescapedString(length: SessionID.textLength, id.writeDescription) } else { writer.null() }
+    /// The members from `hasChanges` through `thresholdActive`: the later state, then what the
+    /// container height makes of the configuration's detents.
+    static func stateMembers(_ later: LaterState, of sheet: Sheet, into writer: inout JSONWriter) {
+        later.writeMembers(to: &writer)
+        writer.member(#","heights":"#)
+        writer.beginObject()
+        for (detent, points) in sheet.heights {
+            writer.detent(detent)
+            writer.member(":")
+            writer.number(points)
+        }
+        writer.endObject()
+        writer.member(#","thresholdActive":"#); writer.bool(sheet.thresholdActive)
     }
 
+    package static func optionalID(_ id: SessionID?, into writer: inout JSONWriter) {
+        if let id { writer.sessionID(id) } else { writer.null() }
+    }
+
+    /// The `config` member: copied from the configuration's rendering when it has one.
     package static func configuration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
+        if let rendering = ConfigurationRenderings.rendering(of: configuration) {
+            writer.raw(rendering.config)
+        } else {
+            renderConfiguration(configuration, into: &writer)
+        }
+    }
+
+    /// The `config` member, rendered (what `configuration(_:into:)` copies).
+    package static func renderConfiguration(_ configuration: SheetConfiguration, into writer: inout JSONWriter) {
         writer.beginObject()
         writer.member(#""detents":"#)
         writer.beginArray()
@@ -81,8 +105,8 @@ package enum Rendering {
     package static func event(_ event: SheetEvent, into writer: inout JSONWriter) {
         writer.beginObject()
         writer.member(#""seq":"#); writer.integer(event.seq)
-        writer.member(#","type":"#); writer.plainString(event.kind.type.rawValue)
-        writer.member(#","at":"#); writer.unescapedString(length: Timestamp.rfc3339Length, event.at.writeRFC3339)
+        writer.member(#","type":"#); writer.eventType(event.kind.type)
+        writer.member(#","at":"#); writer.timestamp(event.at)
         event.kind.writeMembers(to: &writer)
         if let gesture = event.gesture {
             writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
@@ -96,22 +120,23 @@ package enum Rendering {
         writer.endArray()
     }
 
+    /// A session is 650 to 900 bytes: written in place into an array of `pooledCapacity`.
     package static func sessionBody(_ snapshot: SessionSnapshot) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1024)   // a session is 650 to 900 bytes
-        session(snapshot, into: &writer)
-        return writer.bytes
+        JSONWriter.bytes { writer in session(snapshot, into: &writer) }
     }
 
+    /// A drag's answer is 780 to 1,100 bytes: written in place into an array of `pooledCapacity`
+    /// (a longer one moves to a buffer of the writer's own as it grows, and is copied out once).
     package static func actionBody(_ result: ActionResult) -> [UInt8] {
-        var writer = JSONWriter(capacity: 1280)   // a drag's answer is 780 to 1,100 bytes
-        writer.beginObject()
-        writer.member(#""session":"#); session(result.session, into: &writer)
-        writer.member(#","events":"#); events(result.outcome.events, into: &writer)
-        if let gesture = result.outcome.gesture {
-            writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
+        JSONWriter.bytes { writer in
+            writer.beginObject()
+            writer.member(#""session":"#); session(result.session, into: &writer)
+            writer.member(#","events":"#); events(result.outcome.events, into: &writer)
+            if let gesture = result.outcome.gesture {
+                writer.member(#","gesture":"#); self.gesture(gesture, into: &writer)
+            }
+            writer.endObject()
         }
-        writer.endObject()
-        return writer.bytes
     }
 
     package static func eventsBody(_ page: EventsPage) -> [UInt8] {
@@ -152,27 +177,73 @@ package enum Rendering {
     }
 }
 
+/// The names of the states and kinds an answer shows in every session and event, each written
+/// as one copy of a literal, quotes included, instead of from its `rawValue` String
+/// (`RenderingTests` checks each against `rawValue`).
+extension JSONWriter {
+    package mutating func phase(_ phase: Phase) {
+        switch phase {
+        case .presented: quoted(#""presented""#)
+        case .confirming: quoted(#""confirming""#)
+        case .dismissed: quoted(#""dismissed""#)
+        }
+    }
+
+    /// `large` and `medium` as literals, the others from their description.
+    package mutating func detent(_ detent: Detent) {
+        switch detent {
+        case .large: quoted(#""large""#)
+        case .medium: quoted(#""medium""#)
+        case .fraction, .height: plainString(detent.description)
+        }
+    }
+
+    package mutating func eventType(_ type: SheetEvent.EventType) {
+        switch type {
+        case .presented: quoted(#""presented""#)
+        case .detentChanged: quoted(#""detentChanged""#)
+        case .intercepted: quoted(#""intercepted""#)
+        case .confirmationCancelled: quoted(#""confirmationCancelled""#)
+        case .dismissBlocked: quoted(#""dismissBlocked""#)
+        case .dismissed: quoted(#""dismissed""#)
+        case .changesMarked: quoted(#""changesMarked""#)
+        case .resized: quoted(#""resized""#)
+        case .pushed: quoted(#""pushed""#)
+        case .popped: quoted(#""popped""#)
+        case .covered: quoted(#""covered""#)
+        case .uncovered: quoted(#""uncovered""#)
+        }
+    }
+}
+
+/// Each member inlined into the kind's or the later state's `writeMembers`, specialised here, so
+/// the key is a copy of known length.
 extension JSONWriter: SheetMemberWriter {
+    @inline(__always)
     public mutating func member(_ key: StaticString, string: String) {
         self.key(key)
         plainString(string)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, integer: Int) {
         self.key(key)
         self.integer(integer)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, bool: Bool) {
         self.key(key)
         self.bool(bool)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, number: Double) {
         self.key(key)
         self.number(number)
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, strings: [String]) {
         self.key(key)
         beginArray()
@@ -180,6 +251,7 @@ extension JSONWriter: SheetMemberWriter {
         endArray()
     }
 
+    @inline(__always)
     public mutating func member(_ key: StaticString, id: SessionID?) {
         self.key(key)
         Rendering.optionalID(id, into: &self)

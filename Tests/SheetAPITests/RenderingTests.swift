@@ -1,5 +1,6 @@
 import Foundation
 import SessionStore
+import SheetFuzzing
 import SheetCore
 import Testing
 @testable import SheetAPI
@@ -157,6 +158,62 @@ struct JSONWriterTests {
         #expect(object?["text"] as? String == long)
         #expect(object?["list"] as? [Int] == Array(0..<300))
         #expect(object?["at"] as? String == "1970-01-01T00:00:00.000Z")
+    }
+
+    /// The names written as literals are the enums' raw values and the detents' descriptions.
+    @Test func namesWrittenAsLiteralsAreTheirRawValues() {
+        func written(_ write: (inout JSONWriter) -> Void) -> String {
+            var writer = JSONWriter()
+            write(&writer)
+            return String(decoding: writer.bytes, as: UTF8.self)
+        }
+        for phase in Phase.allCases { #expect(written { $0.phase(phase) } == "\"\(phase.rawValue)\"") }
+        for type in SheetEvent.EventType.allCases { #expect(written { $0.eventType(type) } == "\"\(type.rawValue)\"") }
+        for detent in [Detent.large, .medium, .fraction(0.25), .height(300.5)] {
+            #expect(written { $0.detent(detent) } == "\"\(detent.description)\"")
+        }
+    }
+
+    /// Ids written from their halves are their `description`.
+    @Test func sessionIDsAreTheirDescription() {
+        var random = SeededGenerator(seed: 0x1D5)
+        let ids = [SessionID(high: 0, low: 0), SessionID(high: .max, low: .max), SessionID(high: 1, low: 2),
+                   SessionID(high: 0x8000_0000_0000_0000, low: 1), SessionID(high: 0xF, low: 0xC000_0000_0000_0000)]
+            + (0..<2000).map { _ in SessionID(high: .random(in: 0 ... .max, using: &random), low: .random(in: 0 ... .max, using: &random)) }
+        for id in ids {
+            var writer = JSONWriter(capacity: 1)
+            writer.sessionID(id)
+            #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"\(id.description)\"")
+        }
+    }
+
+    /// Timestamps in a row, as `rfc3339` writes each: the same instant again, the same day, another
+    /// day, either side of midnight and of the formattable range.
+    @Test func timestampsInARowAreEachTheirRFC3339() {
+        let instants: [Int64] = [1_764_422_931_123, 1_764_422_931_123, 1_764_422_999_999, 1_764_460_799_999, 1_764_460_800_000,
+                                 1_764_422_931_123, 0, -1, -1, -86_400_000, Int64.min, -62_167_219_200_000, -62_167_219_200_001,
+                                 253_402_300_799_999, 253_402_300_800_000, Int64.max, 951_782_400_000, 951_868_799_999, 951_868_800_000]
+        var writer = JSONWriter(capacity: 1)
+        writer.beginArray()
+        for instant in instants { writer.timestamp(Timestamp(millisecondsSince1970: instant)) }
+        writer.endArray()
+        let expected = "[" + instants.map { "\"" + Timestamp(millisecondsSince1970: $0).rfc3339 + "\"" }.joined(separator: ",") + "]"
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == expected)
+    }
+
+    /// Written in place into the returned array, or, past its capacity, moved to the writer's own
+    /// buffer: the same bytes either way.
+    @Test(arguments: [16, 100, 1000, 1010, 1011, 5000])
+    func writesInPlaceOrOutgrows(capacity: Int) {
+        func render(_ writer: inout JSONWriter) {
+            writer.beginObject()
+            writer.key("text"); writer.string(String(repeating: "x", count: 1000))
+            writer.endObject()
+        }
+        var owned = JSONWriter()
+        render(&owned)
+        #expect(owned.bytes.count == 1011)
+        #expect(JSONWriter.bytes(capacity: capacity, render) == owned.bytes)
     }
 }
 

@@ -1,4 +1,5 @@
 import SheetCore
+import SheetFuzzing
 import Testing
 @testable import SheetAPI
 import SheetJSON
@@ -83,6 +84,45 @@ struct RequestBodyTests {
             _ = try? RequestBodies.configuration(bytes)
             _ = try? RequestBodies.confirm(bytes)
             _ = try? RequestBodies.dismiss(bytes)
+        }
+    }
+}
+
+/// `RequestBodies.creation` answers a body seen lately from memory: whatever the order and
+/// however many distinct bodies pass, it gives what decoding the body gives, value or error.
+@Suite("Creation bodies seen lately")
+struct RecentCreationTests {
+    static let bodies = [
+        #"{"detents":["medium","large"]}"#, #"{"detents":["large","medium"]}"#, "{}", "", " ", #"{"detents":["medium"]}"#,
+        #"{"detents":["medium","large"],"containerHeight":390}"#, #"{"detents":["medium","large"],"containerHeight":391}"#,
+        #"{"parent":"AAAAAAAAAAAAAAAAAAAAAA"}"#, #"{"parent":"AAAAAAAAAAAAAAAAAAAAAB"}"#, #"{"parent":null,"rootScreen":"form"}"#,
+        #"{"detents":["fraction:0.25","medium","large"],"defaultDetent":"medium","thresholdDetent":"fraction:0.25","dismissPolicy":"intercept"}"#,
+        #"{"detents":["medium","large"],"rootScreen":"a"}"#, #"{"detents":["medium","large"],"rootScreen":"b"}"#,
+        #"{"detents":[]}"#, #"{"detents":"large"}"#, #"{"bogus":1}"#, "{", #"{"detents":["medium","large"]} "#, "1234567",
+        #"{"rootScreen":""# + String(repeating: "x", count: 1100) + #""}"#,
+        // Alike in length, first and last eight bytes: told apart by the rest.
+        #"{"rootScreen":"aaaa","detents":["large"]}"#, #"{"rootScreen":"bbbb","detents":["large"]}"#,
+        #"{"rootScreen":"aAa","detents":["large"]}"#, #"{"rootScreen":"aaa","detents":["large"]} "#,
+    ]
+
+    static func describe(_ result: Result<(configuration: SheetConfiguration, parent: SessionID?), APIError>) -> String {
+        switch result {
+        case .success(let value): return "\(Rendering.configurationText(value.configuration)) over \(value.parent.map(\.description) ?? "none")"
+        case .failure(let error): return "\(error.code) \(error.field ?? "-") \(error.message)"
+        }
+    }
+
+    @Test func repeatedBodiesDecodeAsDecodingDoes() async {
+        var random = SeededGenerator(seed: 0xC4EA_7E00)
+        for round in 0..<3_000 {
+            let body = Array(Self.bodies[Int.random(in: 0..<Self.bodies.count, using: &random)].utf8)
+            let recent = Result { () throws(APIError) in try RequestBodies.creation(body) }
+            let decoded = Result { () throws(APIError) in try RequestBodies.decodeCreation(body) }
+            #expect(Self.describe(recent) == Self.describe(decoded), "\(String(decoding: body, as: UTF8.self))")
+            if case .success(let a) = recent, case .success(let b) = decoded {
+                #expect(a.configuration == b.configuration && a.parent == b.parent)
+            }
+            if round % 500 == 0 { await Task.yield() }
         }
     }
 }
