@@ -195,32 +195,6 @@ public struct JSONWriter: ~Copyable {
         needsComma = true
     }
 
-    /// A session id as `SessionID.description` spells it (22 characters of unpadded base64url,
-    /// the 128 bits six at a time from the top), written from its two halves with shifts:
-    /// `writeDescription` finds each group by a general bit-range call, 40 instructions a
-    /// character. `RenderingTests` checks the two agree.
-    public mutating func sessionID(_ id: SessionID) {
-        separate()
-        reserve(SessionID.textLength + 2)
-        let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-        let letters = alphabet.utf8Start
-        let out = base + count
-        out[0] = UInt8(ascii: "\"")
-        let high = id.high
-        let low = id.low
-        for index in 0..<10 {   // bits 127 to 68: the high half's top 60
-            out[1 + index] = letters[Int(truncatingIfNeeded: (high &>> UInt64(58 - 6 * index)) & 63)]
-        }
-        out[11] = letters[Int(truncatingIfNeeded: ((high & 0xF) << 2) | (low &>> 62))]
-        for index in 0..<10 {   // bits 61 to 2: the low half's after its top 2
-            out[12 + index] = letters[Int(truncatingIfNeeded: (low &>> UInt64(56 - 6 * index)) & 63)]
-        }
-        out[22] = letters[Int(truncatingIfNeeded: (low & 3) << 4)]   // the last 2 bits, at the top of their group
-        out[23] = UInt8(ascii: "\"")
-        count += SessionID.textLength + 2
-        needsComma = true
-    }
-
     public static func format(_ value: Double) -> String {
         guard value.isFinite else { return "null" }
         if value == value.rounded(), abs(value) < 1e15 {

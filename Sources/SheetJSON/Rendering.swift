@@ -18,7 +18,7 @@ package enum Rendering {
         let sheet = snapshot.sheet
         let rendering = ConfigurationRenderings.rendering(of: sheet.configuration)
         writer.beginObject()
-        writer.member(#""id":"#); writer.sessionID(snapshot.id)
+        writer.member(#""id":"#); writer.unescapedString(length: SessionID.textLength, snapshot.id.writeDescription)
         writer.member(#","version":"#); writer.integer(sheet.version)
         writer.member(#","phase":"#); writer.phase(sheet.phase)
         writer.member(#","detent":"#); writer.detent(sheet.detent)
@@ -61,7 +61,7 @@ package enum Rendering {
     }
 
     package static func optionalID(_ id: SessionID?, into writer: inout JSONWriter) {
-        if let id { writer.sessionID(id) } else { writer.null() }
+        if let id { writer.unescapedString(length: SessionID.textLength, id.writeDescription) } else { writer.null() }
     }
 
     /// The `config` member: copied from the configuration's rendering when it has one.

@@ -1,6 +1,5 @@
 import Foundation
 import SessionStore
-import SheetFuzzing
 import SheetCore
 import Testing
 @testable import SheetAPI
@@ -171,19 +170,6 @@ struct JSONWriterTests {
         for type in SheetEvent.EventType.allCases { #expect(written { $0.eventType(type) } == "\"\(type.rawValue)\"") }
         for detent in [Detent.large, .medium, .fraction(0.25), .height(300.5)] {
             #expect(written { $0.detent(detent) } == "\"\(detent.description)\"")
-        }
-    }
-
-    /// Ids written from their halves are their `description`.
-    @Test func sessionIDsAreTheirDescription() {
-        var random = SeededGenerator(seed: 0x1D5)
-        let ids = [SessionID(high: 0, low: 0), SessionID(high: .max, low: .max), SessionID(high: 1, low: 2),
-                   SessionID(high: 0x8000_0000_0000_0000, low: 1), SessionID(high: 0xF, low: 0xC000_0000_0000_0000)]
-            + (0..<2000).map { _ in SessionID(high: .random(in: 0 ... .max, using: &random), low: .random(in: 0 ... .max, using: &random)) }
-        for id in ids {
-            var writer = JSONWriter(capacity: 1)
-            writer.sessionID(id)
-            #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"\(id.description)\"")
         }
     }
 
