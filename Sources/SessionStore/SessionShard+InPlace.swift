@@ -8,7 +8,15 @@ extension SessionShard {
     /// refusal or a read shows the session as it stands). nil, with `body` not run, otherwise.
     private nonisolated func inPlace<T: Sendable>(_ body: (isolated SessionShard) -> T) -> T? {
         guard !archiveKeepsChanges else { return nil }
-        return executor.runIfIdle { assumeIsolated(body) }
+        return entered(body)
+    }
+
+    /// Runs `body` on the shard from the calling thread when nothing else holds or awaits the
+    /// shard, whatever the archive (the caller deals with what is left to wait for); nil, with
+    /// `body` not run, otherwise. (`body` is passed on as it is: a closure literal handed to
+    /// `assumeIsolated` here would check its isolation a second time.)
+    nonisolated func entered<T: Sendable>(_ body: (isolated SessionShard) -> T) -> T? {
+        executor.runIfIdle { assumeIsolated(body) }
     }
 
     /// `apply` without a task; nil (nothing applied) when `inPlace` cannot run: use `apply`.
