@@ -338,9 +338,9 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 case let .changed(_, ordinal, state, events, _):
                     // Appended rows only: the event's time is the session's last access, and the
                     // newest row's state is the session's state, so no session row is rewritten.
-                    guard newestSeq[ordinal] != nil else { continue }   // not a stored session
+                    guard let index = newestSeq.index(forKey: ordinal) else { continue }   // not a stored session
                     for event in events { try append(event, state, of: ordinal, s) }
-                    newestSeq[ordinal] = state.version
+                    newestSeq.values[index] = state.version
                 case let .deleted(_, ordinal):
                     // Its log rows are garbage from now on; compaction removes them.
                     s.deleteSession.bind(1, ordinal)
@@ -392,18 +392,29 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     }
 
     /// Appends one event row; `state` is the session's state after the change that recorded it.
+    /// The texts are bound without copies: the statement runs while they are borrowed.
     private func append(_ event: SheetEvent, _ state: ArchivedState, of ordinal: UInt64, _ s: Statements) throws {
         let statement = s.appendEvent
         statement.bind(1, ordinal)
         statement.bind(2, event.seq)
-        statement.bind(3, Rendering.eventText(event))   // the event as the API answers it
-        statement.bind(4, state.phase.rawValue)
-        statement.bind(5, state.detent.description)
         statement.bind(6, state.presentation)
-        statement.bind(7, state.dismissReason?.rawValue)
-        statement.bind(8, state.extras.map(Rendering.extrasText))
-        try statement.run()
-        compactionOwed += 2
-        changedDuringPass = true
+        try statement.withText(3, Rendering.eventText(event)) {   // the event as the API answers it
+            try statement.withText(4, state.phase.rawValue) {
+                try statement.withText(5, state.detent.description) {
+                    try statement.withText(7, state.dismissReason?.rawValue) {
+                        try statement.withText(8, state.extras.map(Rendering.extrasText)) {
+                            try statement.run()
+                        }
+                    }
+                }
+            }
+        }
+        // The row `retainedEvents` before this one is garbage from now on: two rows of scanning
+        // are owed for it, so the pass keeps up. Appends that make no garbage (a session's first
+        // 256 events) owe nothing: a pass over a log that holds only what is retained finds nothing.
+        if event.seq > UInt64(Sheet.retainedEvents) {
+            compactionOwed += 2
+            changedDuringPass = true
+        }
     }
 }
