@@ -64,6 +64,14 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         public var freePagesKept: Int64 = 1024
         /// Log rows one compaction step scans: a step runs between two groups, so it is kept short.
         public var compactionBudget = 512
+        /// The longest the writer waits for a group to fill before it begins its transaction,
+        /// when the load shows concurrent changes (groups of several of late, the last ended
+        /// moments ago): it waits until as many changes are queued as the largest of them held
+        /// (`GroupPacing`). A commit costs about as much for one change as for dozens (its locks,
+        /// the WAL's writes, waking the writer and the request threads), and taking each change as
+        /// it came made groups of one or two under full load. A lone client's changes (groups of
+        /// one) never wait. Zero: never wait.
+        public var gatherWindow: Duration = .microseconds(400)
         /// Reports a compaction or vacuum step that failed. Not fatal (nothing acknowledged is
         /// lost: the rows or pages stay until a later step succeeds), but an operator should know.
         public var housekeepingFailed: @Sendable (String) -> Void = { message in
@@ -90,8 +98,10 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         var changes: [ArchiveChange] = []
         /// The commit the changes now queued will complete.
         var commit = ArchiveCommit()
-        /// The writer is parked on `wake` and must be signalled.
+        /// The writer is parked on `wake` and must be signalled (once `changes` holds `gatherUntil`).
         var writerIdle = false
+        /// While the writer gathers a group: how many changes end the wait early; 0 otherwise.
+        var gatherUntil = 0
         var closing = false
     }
 
@@ -210,8 +220,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         let accepted = queue.withLock { queue -> (commit: ArchiveCommit, signal: Bool)? in
             guard !queue.closing else { return nil }
             queue.changes.append(contentsOf: changes)
-            let signal = queue.writerIdle
-            queue.writerIdle = false
+            let signal = queue.writerIdle && queue.changes.count >= queue.gatherUntil
+            if signal { queue.writerIdle = false }
             return (queue.commit, signal)
         }
         guard let accepted else {
@@ -260,23 +270,47 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         thread.start()
     }
 
+    /// What the writer does next.
+    private enum Turn {
+        case stop
+        case idle
+        /// Wait (up to `gatherWindow`) for the queue to hold this many changes.
+        case gather(Int)
+        case write(ArchiveCommit)
+    }
+
     private func runWriter() {
         var batch: [ArchiveChange] = []
-        while true {
-            let next = ArchiveCommit()
-            let taken = queue.withLock { queue -> (commit: ArchiveCommit?, stop: Bool) in
+        var pacing = GroupPacing()
+        var lastAnswered = ContinuousClock.now
+        var gathered = false
+        let window = options.gatherWindow
+        let windowNanoseconds = Int(window / .nanoseconds(1))
+        var next = ArchiveCommit()   // what the queue's next group will complete
+        writing: while true {
+            // A group is gathered only right after another (under load), and once.
+            let target = gathered || window <= .zero || ContinuousClock.now - lastAnswered > window * 2 ? 0 : pacing.target
+            let turn = queue.withLock { queue -> Turn in
                 if queue.changes.isEmpty {
-                    if queue.closing { return (nil, true) }
+                    if queue.closing { return .stop }
                     queue.writerIdle = true
-                    return (nil, false)
+                    return .idle
+                }
+                if queue.changes.count < target && !queue.closing {
+                    queue.writerIdle = true
+                    queue.gatherUntil = target
+                    return .gather(target)
                 }
                 swap(&queue.changes, &batch)   // the emptied buffer goes back, keeping its capacity
                 let commit = queue.commit
                 queue.commit = next
-                return (commit, false)
+                return .write(commit)
             }
-            if taken.stop { break }
-            guard let commit = taken.commit else {
+            let commit: ArchiveCommit
+            switch turn {
+            case .stop:
+                break writing
+            case .idle:
                 // Idle. After a quiet spell, catch up on compaction; between groups under load the
                 // gaps are short, and compaction there would only delay the next group.
                 if compactionOwed > 0 || passNeeded {
@@ -284,14 +318,30 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 } else {
                     wake.wait()
                 }
+                gathered = false
                 continue
+            case .gather:
+                // Signalled once the queue holds the target (or by close); else the window ends it.
+                _ = wake.wait(timeout: .now() + .nanoseconds(windowNanoseconds))
+                queue.withLock { queue in
+                    queue.writerIdle = false
+                    queue.gatherUntil = 0
+                }
+                gathered = true   // the next turn takes what is queued, however much
+                continue
+            case .write(let taken):
+                commit = taken
+                next = ArchiveCommit()
             }
+            gathered = false
+            pacing.finished(group: batch.count)
             do {
                 try write(batch)
             } catch {
                 options.commitFailed("cannot commit to \(path): \(error); stopping, so that nothing that is not stored is acknowledged")
             }
             commit.complete()
+            lastAnswered = .now
             batch.removeAll(keepingCapacity: true)
             if walPages >= options.writerCheckpointPages {
                 checkpointInWriter(waiting: true)
