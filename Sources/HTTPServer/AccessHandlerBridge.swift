@@ -218,7 +218,8 @@ extension ServerCore {
         let request = HTTPRequest(head: context.head, body: context.body)
         context.body = []
         let responder = self.responder
-        switch responder.respondInPlace(to: request, later: DeferredAnswer(context: context, core: self)) {
+        context.core = self
+        switch responder.respondInPlace(to: request, later: DeferredAnswer(context)) {
         case .answered(let answer):
             context.machine.answeredInPlace()
             return queue(answer, for: context)

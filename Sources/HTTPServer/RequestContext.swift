@@ -19,6 +19,9 @@ import Darwin
 /// - `answer`: written by whoever wins `resolution` (responder task, deadline sweeper, shutdown)
 ///   and read by the connection thread after the resume, ordered by `resolution`
 ///   (release store of `.ready`, acquire load).
+/// - `held`, `core`: an answer made ahead and the server, set by the connection's thread before
+///   the `DeferredAnswer` that reads them is handed to anyone (`suspendAndRespond`), then read
+///   (and `held` taken) by whoever gives it: the hand-over is what orders them.
 /// - `delivery`, `inlineThread`: atomics (see `Delivery` and `enqueue`).
 ///
 /// It is also the responder task's executor preference: while the access handler runs the task
@@ -26,7 +29,7 @@ import Darwin
 /// so an uncontended request is answered within the one access-handler call.
 // @unchecked Sendable: see above; every field is either confined to the connection's thread,
 // immutable after publication, or handed over through the `resolution` / `delivery` atomics.
-final class RequestContext: TaskExecutor, @unchecked Sendable {
+final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
     /// Who hands the answer to libmicrohttpd. The final access-handler call starts the responder
     /// task while `.running`; then either the answer is already there (`.answered`: the handler
     /// queues it in the same call, no suspension at all), or the handler suspends the connection
@@ -72,6 +75,10 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
 
     private let resolution = Atomic<UInt8>(Resolution.waiting.rawValue)
     private var answer: HTTPResponse?
+    /// The answer a `DeferredAnswer` made ahead (`hold`), and the server it resumes the connection
+    /// of: set before the `DeferredAnswer` is handed out.
+    private var held: HTTPResponse?
+    var core: ServerCore?
     private let delivery = Atomic<UInt8>(Delivery.running.rawValue)
     /// The libmicrohttpd thread running this request's responder task inside the access
     /// handler (`runInline`), 0 otherwise.
@@ -104,6 +111,31 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
         MHD_resume_connection(connection)
         core.suspensionEnded()
         return true
+    }
+
+    // MARK: AnswerReceiver (a DeferredAnswer of this request)
+
+    override func give(_ response: HTTPResponse) -> Bool {
+        resolve(response, core: deferredCore)
+    }
+
+    override func hold(_ response: HTTPResponse) {
+        held = response
+    }
+
+    override func giveHeld() -> Bool {
+        guard let response = held.take() else { preconditionFailure("giveHeld without hold") }
+        return resolve(response, core: deferredCore)
+    }
+
+    override func giveUnavailable() -> Bool {
+        let core = deferredCore
+        return resolve(core.responder.rejection(.serviceUnavailable, head: head), core: core)
+    }
+
+    private var deferredCore: ServerCore {
+        guard let core else { preconditionFailure("a DeferredAnswer of a request that was not handed one") }
+        return core
     }
 
     /// The final access-handler call, after running the responder task (`runInline`): true if

@@ -32,14 +32,16 @@ public struct PendingCommit: Sendable {
     /// nobody reads events of (the shard's next turn on them settles it: `SessionShard.catchUp`).
     let publication: Publication?
 
-    /// Calls `body` once the commit is done and the events are published, with nil; or with
-    /// the error to answer instead when the commit failed. `body` runs on the thread that
-    /// completes the commit (the archive's writer; it must not block), on a shard's thread when
-    /// the shard was busy then, or right here when all of it is done already.
-    public func whenSettled(_ body: @escaping @Sendable (StoreError?) -> Void) {
-        commit.whenDone { [shard, commit, publication] failure in
-            guard failure == nil else { return body(StoreError(.shuttingDown)) }
-            guard let publication else { return body(nil) }
+    /// Calls `body` once the commit is done and the events are published, with true; with false
+    /// when the commit failed (the archive is closed: the change is never stored, so it must not
+    /// be acknowledged). `body` runs on the thread that completes the commit (the archive's
+    /// writer; it must not block), on a shard's thread when the shard was busy then, or right
+    /// here when all of it is done already. With nothing to publish, `body` goes to the commit as
+    /// it is: no closure of ours around it.
+    public func whenSettled(_ body: @escaping @Sendable (_ committed: Bool) -> Void) {
+        guard let publication else { return commit.whenDone(body) }
+        commit.whenDone { [shard, commit] committed in
+            guard committed else { return body(false) }
             shard.publishCommitted(commit, publication, then: body)
         }
     }
@@ -49,14 +51,14 @@ extension SessionShard {
     /// After `commit` of a change made in place: publishes it on the calling thread if the shard
     /// is idle (no task, no thread switch), else in a task on the shard; then calls `body`.
     nonisolated func publishCommitted(_ commit: ArchiveCommit, _ publication: PendingCommit.Publication,
-                                      then body: @escaping @Sendable (StoreError?) -> Void) {
+                                      then body: @escaping @Sendable (_ committed: Bool) -> Void) {
         let done: Void? = entered { shard in
             shard.published(commit, of: publication.id, version: publication.version, others: publication.others)
         }
-        if done != nil { return body(nil) }
+        if done != nil { return body(true) }
         Task {
             await self.published(commit, of: publication.id, version: publication.version, others: publication.others)
-            body(nil)
+            body(true)
         }
     }
 

@@ -192,7 +192,7 @@ public final class ArchiveCommit: Sendable {
     private struct State {
         var failure: ArchiveError?
         var waiters: [UnsafeContinuation<ArchiveError?, Never>] = []
-        var followers: [@Sendable (ArchiveError?) -> Void] = []
+        var followers: [@Sendable (_ committed: Bool) -> Void] = []
     }
 
     private let state = LockedValue(State())
@@ -238,16 +238,16 @@ public final class ArchiveCommit: Sendable {
         if let failure { throw failure }
     }
 
-    /// Calls `body` once the commit is complete (nil) or has failed (the error): right here when
+    /// Calls `body` once the commit is complete (true) or has failed (false): right here when
     /// that is known already, else on the thread that completes it (the archive's writer), after
     /// the waiting tasks are resumed and in the order the callbacks were added. `body` must not
     /// block: later commits wait for it.
-    public func whenDone(_ body: @escaping @Sendable (ArchiveError?) -> Void) {
-        if isCommitted { return body(nil) }
-        let known = state.withLock { state -> ArchiveError?? in
+    public func whenDone(_ body: @escaping @Sendable (_ committed: Bool) -> Void) {
+        if isCommitted { return body(true) }
+        let known = state.withLock { state -> Bool? in
             switch Outcome(rawValue: outcome.load(ordering: .acquiring)) {
-            case .committed?: return .some(nil)
-            case .failed?: return .some(state.failure)
+            case .committed?: return true
+            case .failed?: return false
             case .pending?, nil:
                 state.followers.append(body)
                 return nil
@@ -278,7 +278,7 @@ public final class ArchiveCommit: Sendable {
             return (state.waiters, state.followers)
         }
         for waiter in waiters { waiter.resume(returning: failure) }
-        for follower in followers { follower(failure) }
+        for follower in followers { follower(result == .committed) }
     }
 }
 

@@ -144,8 +144,8 @@ extension SessionShard {
         guard !inFlight.isEmpty, let flight = inFlight[id], let entry = sessions[id] else { return }
         let commit = flight.commit
         let publication = PendingCommit.Publication(id: id, version: entry.sheet.version, others: [])
-        commit.whenDone { [self] failure in
-            guard failure == nil else { return }   // never stored: nothing to publish
+        commit.whenDone { [self] committed in
+            guard committed else { return }   // never stored: nothing to publish
             publishCommitted(commit, publication) { _ in }
         }
     }

@@ -139,12 +139,12 @@ public final class SheetService: HTTPResponder {
         }
         let answer = withCORSIfAsked(response, for: head)
         guard let pending = change.pending else { return .answered(answer) }
-        pending.whenSettled { [self] failure in
-            guard let failure else {
-                later.give(answer)
-                return
-            }
-            later.give(withCORSIfAsked(errorResponse(APIError(failure), head: head), for: head))
+        // Only `later` is captured: the answer waits in the request, and the closure needs no
+        // allocation of its own. A commit that failed (the store is closing) answers the 503
+        // that `rejection(.serviceUnavailable)` renders, as the task path's error does.
+        later.hold(answer)
+        pending.whenSettled { committed in
+            if committed { later.giveHeld() } else { later.giveUnavailable() }
         }
         return .deferred
     }
