@@ -104,10 +104,9 @@ public final class SheetService: HTTPResponder {
             guard let later else { return applyNowInPlace(action, to: id, of: tenant, ifMatch: ifMatch, request: request) }
             return applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch, request: request, later: later)
         case .route(let route, let tenant):
-            guard let response = route.entry.handler(for: effectiveMethod(request.head))?.respondInPlace?(self)(request, route, tenant) else {
-                return .declined
-            }
-            return .answered(withCORSIfAsked(response, for: request.head))
+            // The handler's answers carry their CORS headers already, deferred ones included.
+            guard let inPlace = route.entry.handler(for: effectiveMethod(request.head))?.respondInPlace else { return .declined }
+            return inPlace(self)(request, route, tenant, later)
         case .applyOnce, .refuse:
             return .declined
         }
@@ -150,7 +149,7 @@ public final class SheetService: HTTPResponder {
     }
 
     @inline(__always)
-    private func withCORSIfAsked(_ response: HTTPResponse, for head: HTTPRequestHead) -> HTTPResponse {
+    func withCORSIfAsked(_ response: HTTPResponse, for head: HTTPRequestHead) -> HTTPResponse {
         access.corsOrigins.isEmpty ? response : withCORS(response, for: head)
     }
 

@@ -124,6 +124,19 @@ struct InPlaceTests {
             return
         }
         #expect(Self.member(session, "detent") == .string("medium"))
+        // Its GET, with nothing outstanding once the drag was answered, is answered at once.
+        let get = Self.request(.get, "/sessions/\(id)")
+        var reading = service.respondInPlace(to: get, later: later)
+        while case .declined = reading, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+            reading = service.respondInPlace(to: get, later: later)
+        }
+        guard case .answered(let read) = reading else {
+            Issue.record("a durable GET with nothing outstanding was not answered in place")
+            return
+        }
+        #expect(read.status == 200)
+        #expect(read.headers["ETag"] == "\"2\"")
         let again = await service.respond(to: Self.request(.post, "/sessions/\(id)/drag", #"{"to":"large"}"#))
         #expect(Self.json(again).map(\.key) == Self.json(answer).map(\.key), "the same answer as respond(to:) gives")
 
