@@ -75,9 +75,10 @@ final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
 
     private let resolution = Atomic<UInt8>(Resolution.waiting.rawValue)
     private var answer: HTTPResponse?
-    /// The answer a `DeferredAnswer` made ahead (`hold`), and the server it resumes the connection
-    /// of: set before the `DeferredAnswer` is handed out.
+    /// The answer a `DeferredAnswer` of this request made ahead (`hold`).
     private var held: HTTPResponse?
+    /// The server whose connection a `DeferredAnswer` of this request resumes: set before the
+    /// `DeferredAnswer` is handed out.
     var core: ServerCore?
     private let delivery = Atomic<UInt8>(Delivery.running.rawValue)
     /// The libmicrohttpd thread running this request's responder task inside the access

@@ -28,7 +28,7 @@ public struct PendingCommit: Sendable {
     let shard: SessionShard
     let commit: ArchiveCommit
     /// nil when the answer only waits for the commit: a refusal or a read that shows a change
-    /// still being committed (that change's own request publishes it), or a change of sessions
+    /// still being committed (publishing it is that change's business), or a change of sessions
     /// nobody reads events of (the shard's next turn on them settles it: `SessionShard.catchUp`).
     let publication: Publication?
 
