@@ -78,8 +78,10 @@ final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
     /// The answer a `DeferredAnswer` of this request made ahead (`hold`).
     private var held: HTTPResponse?
     /// The server whose connection a `DeferredAnswer` of this request resumes: set before the
-    /// `DeferredAnswer` is handed out.
-    var core: ServerCore?
+    /// `DeferredAnswer` is handed out. Weak: whoever keeps a `DeferredAnswer` (a responder's
+    /// state, say) must not keep the server alive through it; an answer given after the server
+    /// is gone finds the request over.
+    weak var core: ServerCore?
     private let delivery = Atomic<UInt8>(Delivery.running.rawValue)
     /// The libmicrohttpd thread running this request's responder task inside the access
     /// handler (`runInline`), 0 otherwise.
@@ -117,7 +119,15 @@ final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
     // MARK: AnswerReceiver (a DeferredAnswer of this request)
 
     override func give(_ response: HTTPResponse) -> Bool {
-        resolve(response, core: deferredCore)
+        guard let core else { return dropped(response) }
+        return resolve(response, core: core)
+    }
+
+    /// An answer given after the server is gone: nobody takes it (a stream is closed, as a
+    /// losing stream is in `resolve`).
+    private func dropped(_ response: HTTPResponse) -> Bool {
+        if case .stream(let stream) = response.body { stream.abandon() }
+        return false
     }
 
     override func hold(_ response: HTTPResponse) {
@@ -126,17 +136,13 @@ final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
 
     override func giveHeld() -> Bool {
         guard let response = held.take() else { preconditionFailure("giveHeld without hold") }
-        return resolve(response, core: deferredCore)
+        guard let core else { return dropped(response) }
+        return resolve(response, core: core)
     }
 
     override func giveUnavailable() -> Bool {
-        let core = deferredCore
+        guard let core else { return false }
         return resolve(core.responder.rejection(.serviceUnavailable, head: head), core: core)
-    }
-
-    private var deferredCore: ServerCore {
-        guard let core else { preconditionFailure("a DeferredAnswer of a request that was not handed one") }
-        return core
     }
 
     /// The final access-handler call, after running the responder task (`runInline`): true if
