@@ -105,8 +105,8 @@ let package = Package(
         .testTarget(name: "AccessControlTests", dependencies: ["AccessControl"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),
         .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "SheetCore", "Locking", "Timekeeping", "InlineExecution"], swiftSettings: strict),
-        .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "SheetJSON", "CSQLite", "Locking"], swiftSettings: strict),
-        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetJSON", "SheetObservability", "SheetCore", "SheetFuzzing", "SessionStore", "HTTPServer", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "SheetJSON", "CSQLite", "Locking", "Timekeeping"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetJSON", "SheetObservability", "SheetCore", "SheetFuzzing", "SessionStore", "SQLiteArchive", "HTTPServer", "Timekeeping", "Locking"], swiftSettings: strict),
         // Tests that start `sheetd` processes or serve real sockets in-process under load: they
         // run after every other target, on their own (`make test`), so no other test shares the
         // cores with them. Tests/README.md says which tests go where.

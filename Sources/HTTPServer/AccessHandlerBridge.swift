@@ -211,23 +211,29 @@ extension ServerCore {
     }
 
     /// Final call: first ask the responder for an answer it can give right here, without a task
-    /// (`respondInPlace`). Else run the responder in a task that starts right here. If it answers
-    /// without waiting (an uncontended actor included: see `RequestContext.enqueue`), queue the
-    /// answer in this same call: no suspension, no other thread. Otherwise suspend the
-    /// connection; the task resumes it when it answers (`RequestContext.Delivery` settles who
-    /// does what).
+    /// (`respondInPlace`), or to take the request on and give the answer later itself (a
+    /// `DeferredAnswer`, no task either). Else run the responder in a task that starts right
+    /// here. If the answer is in without waiting (an uncontended actor included: see
+    /// `RequestContext.enqueue`), queue it in this same call: no suspension, no other thread.
+    /// Otherwise suspend the connection; whoever answers resumes it (`RequestContext.Delivery`
+    /// settles who does what).
     private func suspendAndRespond(_ context: RequestContext) -> MHD_Result {
         let request = HTTPRequest(head: context.head, body: context.body)
         context.body = []
         let responder = self.responder
-        if let answer = responder.respondInPlace(to: request) {
+        context.core = self
+        switch responder.respondInPlace(to: request, later: DeferredAnswer(context)) {
+        case .answered(let answer):
             context.machine.answeredInPlace()
             return queue(answer, for: context)
-        }
-        context.runInline {
-            Task.immediate(executorPreference: context) {
-                let response = await responder.respond(to: request)
-                context.resolve(response, core: self)
+        case .deferred:
+            break
+        case .declined:
+            context.runInline {
+                Task.immediate(executorPreference: context) {
+                    let response = await responder.respond(to: request)
+                    context.resolve(response, core: self)
+                }
             }
         }
         if context.answeredInline {

@@ -11,6 +11,13 @@ public protocol HTTPResponder: Sendable {
     /// real work (an uncontended actor entered in place) but must not block. Default: nil.
     func respondInPlace(to request: HTTPRequest) -> HTTPResponse?
 
+    /// `respondInPlace(to:)` that may also take the request on and answer it later, through
+    /// `later`, from whatever thread learns the answer (a store's commit, say): no task waits
+    /// meanwhile, and the connection is suspended until then. Must not block, and must give the
+    /// answer exactly when it returns `.deferred`. The HTTP layer calls this one. Default:
+    /// `respondInPlace(to:)`, never deferring.
+    func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer
+
     /// The request with its full body. Runs in a Swift Task; the connection is suspended meanwhile.
     func respond(to request: HTTPRequest) async -> HTTPResponse
 
@@ -33,6 +40,10 @@ extension HTTPResponder {
     public func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse? { nil }
 
     public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? { nil }
+
+    public func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
+        respondInPlace(to: request).map(InPlaceAnswer.answered) ?? .declined
+    }
 
     public func rejection(_ rejection: HTTPRejection, head: HTTPRequestHead) -> HTTPResponse {
         HTTPResponse.defaultRejection(rejection)

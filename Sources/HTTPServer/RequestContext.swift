@@ -19,6 +19,11 @@ import Darwin
 /// - `answer`: written by whoever wins `resolution` (responder task, deadline sweeper, shutdown)
 ///   and read by the connection thread after the resume, ordered by `resolution`
 ///   (release store of `.ready`, acquire load).
+/// - `held`, `core`: an answer made ahead and the server, set by the connection's thread before
+///   the `DeferredAnswer` that reads them is handed to anyone (`suspendAndRespond`), then read
+///   (and `held` taken) by whoever gives it: the hand-over is what orders them. `core` is
+///   touched after that only by whoever wins `resolution` (which lets go of it), so a
+///   `DeferredAnswer` kept somewhere does not keep the server alive through the request.
 /// - `delivery`, `inlineThread`: atomics (see `Delivery` and `enqueue`).
 ///
 /// It is also the responder task's executor preference: while the access handler runs the task
@@ -26,7 +31,7 @@ import Darwin
 /// so an uncontended request is answered within the one access-handler call.
 // @unchecked Sendable: see above; every field is either confined to the connection's thread,
 // immutable after publication, or handed over through the `resolution` / `delivery` atomics.
-final class RequestContext: TaskExecutor, @unchecked Sendable {
+final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
     /// Who hands the answer to libmicrohttpd. The final access-handler call starts the responder
     /// task while `.running`; then either the answer is already there (`.answered`: the handler
     /// queues it in the same call, no suspension at all), or the handler suspends the connection
@@ -72,6 +77,11 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
 
     private let resolution = Atomic<UInt8>(Resolution.waiting.rawValue)
     private var answer: HTTPResponse?
+    /// The answer a `DeferredAnswer` of this request made ahead (`hold`).
+    private var held: HTTPResponse?
+    /// The server whose connection a `DeferredAnswer` of this request resumes: set before the
+    /// `DeferredAnswer` is handed out, let go of by whoever wins `resolution` (`claim`, `cancel`).
+    var core: ServerCore?
     private let delivery = Atomic<UInt8>(Delivery.running.rawValue)
     /// The libmicrohttpd thread running this request's responder task inside the access
     /// handler (`runInline`), 0 otherwise.
@@ -89,21 +99,70 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
     /// closed so that its writer learns it).
     @discardableResult
     func resolve(_ response: HTTPResponse, core: ServerCore) -> Bool {
+        guard claim() != nil else { return dropped(response) }
+        deliver(response, core: core)
+        return true
+    }
+
+    /// Wins `resolution` for an answer about to be given, or nil when someone did before. The
+    /// winner lets go of `core` (returned, for the deferred answer's own use): nothing needs it
+    /// after the answer.
+    private func claim() -> ServerCore?? {
         let (won, _) = resolution.compareExchange(
             expected: Resolution.waiting.rawValue, desired: Resolution.claimed.rawValue, ordering: .acquiring)
-        guard won else {
-            if case .stream(let stream) = response.body { stream.abandon() }
-            return false
-        }
+        guard won else { return nil }
+        return .some(core.take())
+    }
+
+    /// An answer nobody takes: a stream is closed, so that its writer learns it.
+    private func dropped(_ response: HTTPResponse) -> Bool {
+        if case .stream(let stream) = response.body { stream.abandon() }
+        return false
+    }
+
+    /// The rest of `resolve`, once claimed: store the answer, and resume the connection unless
+    /// the access handler is still in its call (then it queues the answer itself).
+    private func deliver(_ response: HTTPResponse, core: ServerCore) {
         answer = response
         resolution.store(Resolution.ready.rawValue, ordering: .releasing)
         let (handlerDelivers, _) = delivery.compareExchange(
             expected: Delivery.running.rawValue, desired: Delivery.answered.rawValue, ordering: .acquiringAndReleasing)
-        if handlerDelivers { return true }
+        if handlerDelivers { return }
         // `.suspended`: the handler suspended the connection and left; resume it.
         MHD_resume_connection(connection)
         core.suspensionEnded()
+    }
+
+    // MARK: AnswerReceiver (a DeferredAnswer of this request)
+
+    override func give(_ response: HTTPResponse) -> Bool {
+        guard let claimed = claim() else { return dropped(response) }
+        deliver(response, core: Self.handedOut(claimed))
         return true
+    }
+
+    override func hold(_ response: HTTPResponse) {
+        held = response
+    }
+
+    override func giveHeld() -> Bool {
+        guard let response = held.take() else { preconditionFailure("giveHeld without hold") }
+        guard let claimed = claim() else { return dropped(response) }
+        deliver(response, core: Self.handedOut(claimed))
+        return true
+    }
+
+    override func giveUnavailable() -> Bool {
+        guard let claimed = claim() else { return false }
+        let core = Self.handedOut(claimed)
+        deliver(core.responder.rejection(.serviceUnavailable, head: head), core: core)
+        return true
+    }
+
+    /// The server a `DeferredAnswer`'s winning claim took: set before it was handed out.
+    private static func handedOut(_ claimed: ServerCore?) -> ServerCore {
+        guard let claimed else { preconditionFailure("a DeferredAnswer of a request that was not handed one") }
+        return claimed
     }
 
     /// The final access-handler call, after running the responder task (`runInline`): true if
@@ -158,7 +217,8 @@ final class RequestContext: TaskExecutor, @unchecked Sendable {
 
     /// The request is over (NOTIFY_COMPLETED): a late resolver must not touch the connection.
     func cancel() {
-        _ = resolution.compareExchange(
+        let (won, _) = resolution.compareExchange(
             expected: Resolution.waiting.rawValue, desired: Resolution.cancelled.rawValue, ordering: .relaxed)
+        if won { core = nil }   // no answer will need it
     }
 }

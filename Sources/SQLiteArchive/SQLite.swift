@@ -108,6 +108,22 @@ final class SQLiteStatement {
         }
     }
 
+    /// Binds `value` (NULL when nil) without copying it and runs `body`, which must step the
+    /// statement and reset it (`run()` does both) before it returns: the text is borrowed only
+    /// while `body` runs, and the reset unbinds it.
+    func withText<Result>(_ index: Int32, _ value: String?, _ body: () throws -> Result) throws -> Result {
+        guard var value else {
+            sqlite3_bind_null(handle, index)
+            return try body()
+        }
+        return try value.withUTF8 { bytes in
+            // STATIC: SQLite reads the bytes in place, during `body`'s step.
+            _ = sqlite3_bind_text(handle, index, bytes.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
+                                  Int32(bytes.count), sheetd_sqlite_static())
+            return try body()
+        }
+    }
+
     func bind(_ index: Int32, bytes: [UInt8]) {
         bytes.withUnsafeBytes { buffer in
             // A zero-length blob still needs a non-null pointer, or SQLite stores NULL.

@@ -64,6 +64,14 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         public var freePagesKept: Int64 = 1024
         /// Log rows one compaction step scans: a step runs between two groups, so it is kept short.
         public var compactionBudget = 512
+        /// The longest the writer waits for a group to fill before it begins its transaction,
+        /// when the load shows concurrent changes (groups of several of late, the last ended
+        /// moments ago): it waits until as many changes are queued as the largest of them held
+        /// (`GroupPacing`). A commit costs about as much for one change as for dozens (its locks,
+        /// the WAL's writes, waking the writer and the request threads), and taking each change as
+        /// it came made groups of one or two under full load. A lone client's changes (groups of
+        /// one) never wait. Zero: never wait.
+        public var gatherWindow: Duration = .microseconds(400)
         /// Reports a compaction or vacuum step that failed. Not fatal (nothing acknowledged is
         /// lost: the rows or pages stay until a later step succeeds), but an operator should know.
         public var housekeepingFailed: @Sendable (String) -> Void = { message in
@@ -90,8 +98,10 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         var changes: [ArchiveChange] = []
         /// The commit the changes now queued will complete.
         var commit = ArchiveCommit()
-        /// The writer is parked on `wake` and must be signalled.
+        /// The writer is parked on `wake` and must be signalled (once `changes` holds `gatherUntil`).
         var writerIdle = false
+        /// While the writer gathers a group: how many changes end the wait early; 0 otherwise.
+        var gatherUntil = 0
         var closing = false
     }
 
@@ -210,8 +220,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         let accepted = queue.withLock { queue -> (commit: ArchiveCommit, signal: Bool)? in
             guard !queue.closing else { return nil }
             queue.changes.append(contentsOf: changes)
-            let signal = queue.writerIdle
-            queue.writerIdle = false
+            let signal = queue.writerIdle && queue.changes.count >= queue.gatherUntil
+            if signal { queue.writerIdle = false }
             return (queue.commit, signal)
         }
         guard let accepted else {
@@ -260,23 +270,47 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         thread.start()
     }
 
+    /// What the writer does next.
+    private enum Turn {
+        case stop
+        case idle
+        /// Wait (up to `gatherWindow`) for the queue to hold this many changes.
+        case gather(Int)
+        case write(ArchiveCommit)
+    }
+
     private func runWriter() {
         var batch: [ArchiveChange] = []
-        while true {
-            let next = ArchiveCommit()
-            let taken = queue.withLock { queue -> (commit: ArchiveCommit?, stop: Bool) in
+        var pacing = GroupPacing()
+        var lastAnswered = ContinuousClock.now
+        var gathered = false
+        let window = options.gatherWindow
+        let windowNanoseconds = Int(window / .nanoseconds(1))
+        var next = ArchiveCommit()   // what the queue's next group will complete
+        writing: while true {
+            // A group is gathered only right after another (under load), and once.
+            let target = gathered || window <= .zero || ContinuousClock.now - lastAnswered > window * 2 ? 0 : pacing.target
+            let turn = queue.withLock { queue -> Turn in
                 if queue.changes.isEmpty {
-                    if queue.closing { return (nil, true) }
+                    if queue.closing { return .stop }
                     queue.writerIdle = true
-                    return (nil, false)
+                    return .idle
+                }
+                if queue.changes.count < target && !queue.closing {
+                    queue.writerIdle = true
+                    queue.gatherUntil = target
+                    return .gather(target)
                 }
                 swap(&queue.changes, &batch)   // the emptied buffer goes back, keeping its capacity
                 let commit = queue.commit
                 queue.commit = next
-                return (commit, false)
+                return .write(commit)
             }
-            if taken.stop { break }
-            guard let commit = taken.commit else {
+            let commit: ArchiveCommit
+            switch turn {
+            case .stop:
+                break writing
+            case .idle:
                 // Idle. After a quiet spell, catch up on compaction; between groups under load the
                 // gaps are short, and compaction there would only delay the next group.
                 if compactionOwed > 0 || passNeeded {
@@ -284,14 +318,30 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 } else {
                     wake.wait()
                 }
+                gathered = false
                 continue
+            case .gather:
+                // Signalled once the queue holds the target (or by close); else the window ends it.
+                _ = wake.wait(timeout: .now() + .nanoseconds(windowNanoseconds))
+                queue.withLock { queue in
+                    queue.writerIdle = false
+                    queue.gatherUntil = 0
+                }
+                gathered = true   // the next turn takes what is queued, however much
+                continue
+            case .write(let taken):
+                commit = taken
+                next = ArchiveCommit()
             }
+            gathered = false
+            pacing.finished(group: batch.count)
             do {
                 try write(batch)
             } catch {
                 options.commitFailed("cannot commit to \(path): \(error); stopping, so that nothing that is not stored is acknowledged")
             }
             commit.complete()
+            lastAnswered = .now
             batch.removeAll(keepingCapacity: true)
             if walPages >= options.writerCheckpointPages {
                 checkpointInWriter(waiting: true)
@@ -338,9 +388,9 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 case let .changed(_, ordinal, state, events, _):
                     // Appended rows only: the event's time is the session's last access, and the
                     // newest row's state is the session's state, so no session row is rewritten.
-                    guard newestSeq[ordinal] != nil else { continue }   // not a stored session
+                    guard let index = newestSeq.index(forKey: ordinal) else { continue }   // not a stored session
                     for event in events { try append(event, state, of: ordinal, s) }
-                    newestSeq[ordinal] = state.version
+                    newestSeq.values[index] = state.version
                 case let .deleted(_, ordinal):
                     // Its log rows are garbage from now on; compaction removes them.
                     s.deleteSession.bind(1, ordinal)
@@ -392,18 +442,29 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     }
 
     /// Appends one event row; `state` is the session's state after the change that recorded it.
+    /// The texts are bound without copies: the statement runs while they are borrowed.
     private func append(_ event: SheetEvent, _ state: ArchivedState, of ordinal: UInt64, _ s: Statements) throws {
         let statement = s.appendEvent
         statement.bind(1, ordinal)
         statement.bind(2, event.seq)
-        statement.bind(3, Rendering.eventText(event))   // the event as the API answers it
-        statement.bind(4, state.phase.rawValue)
-        statement.bind(5, state.detent.description)
         statement.bind(6, state.presentation)
-        statement.bind(7, state.dismissReason?.rawValue)
-        statement.bind(8, state.extras.map(Rendering.extrasText))
-        try statement.run()
-        compactionOwed += 2
-        changedDuringPass = true
+        try statement.withText(3, Rendering.eventText(event)) {   // the event as the API answers it
+            try statement.withText(4, state.phase.rawValue) {
+                try statement.withText(5, state.detent.description) {
+                    try statement.withText(7, state.dismissReason?.rawValue) {
+                        try statement.withText(8, state.extras.map(Rendering.extrasText)) {
+                            try statement.run()
+                        }
+                    }
+                }
+            }
+        }
+        // The row `retainedEvents` before this one is garbage from now on: two rows of scanning
+        // are owed for it, so the pass keeps up. Appends that make no garbage (a session's first
+        // 256 events) owe nothing: a pass over a log that holds only what is retained finds nothing.
+        if event.seq > UInt64(Sheet.retainedEvents) {
+            compactionOwed += 2
+            changedDuringPass = true
+        }
     }
 }

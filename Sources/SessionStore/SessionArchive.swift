@@ -181,8 +181,9 @@ public struct ArchiveError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Completes when a group of submitted changes is committed, or fails when it never will be (a
-/// submit after `close`); any number of tasks may wait on it. One object serves every change of
-/// a group commit, so waiting costs no allocation per request.
+/// submit after `close`); any number of tasks may wait on it, and any number of callbacks follow
+/// it (`whenDone`, for answers given without a task). One object serves every change of a group
+/// commit, so waiting costs no allocation per request.
 public final class ArchiveCommit: Sendable {
     private enum Outcome: UInt8 {
         case pending, committed, failed
@@ -191,6 +192,7 @@ public final class ArchiveCommit: Sendable {
     private struct State {
         var failure: ArchiveError?
         var waiters: [UnsafeContinuation<ArchiveError?, Never>] = []
+        var followers: [@Sendable (_ committed: Bool) -> Void] = []
     }
 
     private let state = LockedValue(State())
@@ -236,6 +238,24 @@ public final class ArchiveCommit: Sendable {
         if let failure { throw failure }
     }
 
+    /// Calls `body` once the commit is complete (true) or has failed (false): right here when
+    /// that is known already, else on the thread that completes it (the archive's writer), after
+    /// the waiting tasks are resumed and in the order the callbacks were added. `body` must not
+    /// block: later commits wait for it.
+    public func whenDone(_ body: @escaping @Sendable (_ committed: Bool) -> Void) {
+        if isCommitted { return body(true) }
+        let known = state.withLock { state -> Bool? in
+            switch Outcome(rawValue: outcome.load(ordering: .acquiring)) {
+            case .committed?: return true
+            case .failed?: return false
+            case .pending?, nil:
+                state.followers.append(body)
+                return nil
+            }
+        }
+        if let known { body(known) }
+    }
+
     /// Marks the commit complete and resumes everyone waiting. Called once, by the archive.
     public func complete() {
         finish(.committed, failure: nil)
@@ -247,14 +267,18 @@ public final class ArchiveCommit: Sendable {
     }
 
     private func finish(_ result: Outcome, failure: ArchiveError?) {
-        let waiters = state.withLock { state -> [UnsafeContinuation<ArchiveError?, Never>] in
+        let (waiters, followers) = state.withLock { state in
             precondition(outcome.load(ordering: .relaxed) == Outcome.pending.rawValue, "an ArchiveCommit finished twice")
             state.failure = failure
             outcome.store(result.rawValue, ordering: .releasing)
-            defer { state.waiters = [] }
-            return state.waiters
+            defer {
+                state.waiters = []
+                state.followers = []
+            }
+            return (state.waiters, state.followers)
         }
         for waiter in waiters { waiter.resume(returning: failure) }
+        for follower in followers { follower(result == .committed) }
     }
 }
 

@@ -125,6 +125,7 @@ extension SessionShard {
         guard root == id else { return [] }
         let members = SheetChain.removalOrder(of: root) { children[$0] ?? [] }
         for member in members {
+            catchUp(member)
             guard let entry = sessions[member], entry.lastAccess < cutoff,
                   waiters[member] == nil, subscribers[member] == nil, inFlight[member] == nil else { return [] }
         }

@@ -5,6 +5,7 @@ import Timekeeping
 /// ever see committed events (up to the session's durable version).
 extension SessionShard {
     func events(of id: SessionID, tenant: Tenant, after: UInt64) async throws(StoreError) -> EventsPage {
+        catchUp(id)
         guard let entry = entry(id, of: tenant) else {
             try await settled(id)
             throw StoreError(.sessionNotFound)
@@ -72,6 +73,7 @@ extension SessionShard {
                     await self?.expireWaiter(token, on: id)
                 }
                 waiters[id, default: []].append(Waiter(token: token, after: after, continuation: continuation, timer: timer))
+                arrangePublication(of: id)
             }
         }
     }
@@ -85,6 +87,7 @@ extension SessionShard {
 
     private func waitDecision(of id: SessionID, tenant: Tenant, after: UInt64, timeout: Duration) -> WaitDecision {
         guard !isShuttingDown else { return .answer(.failure(StoreError(.shuttingDown))) }
+        catchUp(id)
         guard let entry = entry(id, of: tenant) else { return .unknownSession }
         touch(id)
         let first: EventsPage
@@ -98,6 +101,7 @@ extension SessionShard {
         let waiter = list.remove(at: index)
         waiters[id] = list.isEmpty ? nil : list
         touch(id)
+        catchUp(id)
         let version = sessions[id].map { durableVersion(id, $0) } ?? 0
         waiter.continuation.resume(returning: .success(.timedOut(version: version)))
     }
@@ -107,6 +111,7 @@ extension SessionShard {
     /// they commit, so nothing is missed or sent twice.
     func subscribe(_ subscriber: any EventSubscriber, to id: SessionID, of tenant: Tenant, after: UInt64?) async throws(StoreError) -> SubscriptionToken {
         guard !isShuttingDown else { throw StoreError(.shuttingDown) }
+        catchUp(id)
         guard let entry = entry(id, of: tenant) else {
             try await settled(id)
             throw StoreError(.sessionNotFound)
@@ -118,6 +123,7 @@ extension SessionShard {
         let token = SubscriptionToken(session: id, number: nextToken)
         if !backlog.events.isEmpty, !subscriber.receive(backlog.events) { return token }
         subscribers[id, default: []].append(Subscriber(number: token.number, subscriber: subscriber))
+        arrangePublication(of: id)
         return token
     }
 

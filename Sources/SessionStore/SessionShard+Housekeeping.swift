@@ -17,6 +17,7 @@ extension SessionShard {
             sweepCursor += 1
             scanned += 1
             guard let entry = sessions[id], entry.ordinal == ordinal else { continue }
+            catchUp(id)   // an entry of `inFlight` that outlived its commit goes
             if entry.sheet.isInChain || children[id] != nil {
                 for (change, tenant) in sweepChain(of: id, idleBefore: cutoff) {
                     removed.append(change)

@@ -17,6 +17,14 @@ extension SessionShard {
     private typealias Applying = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> Result<ActionResult, StoreError>
     private typealias Snapshotting = (SessionShard, SessionID, Tenant) -> Result<SessionSnapshot, StoreError>
 
+    /// Runs `body` on the shard from the calling thread when nothing else holds or awaits the
+    /// shard, whatever the archive (the caller deals with what is left to wait for); nil, with
+    /// `body` not run, otherwise. (`body` is passed on as it is: a closure literal handed to
+    /// `assumeIsolated` here would check its isolation a second time.)
+    nonisolated func entered<T: Sendable>(_ body: (isolated SessionShard) -> T) -> T? {
+        executor.runIfIdle { assumeIsolated(body) }
+    }
+
     /// `apply` without a task; nil (nothing applied) when it cannot run in place: use `apply`.
     nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> Result<ActionResult, StoreError>? {
         guard !archiveKeepsChanges else { return nil }

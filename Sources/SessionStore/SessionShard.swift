@@ -32,7 +32,12 @@ actor SessionShard {
         let tenant: Tenant
     }
 
-    /// A session with a change submitted but not known to be committed.
+    /// A session with a change submitted whose events are not all published yet.
+    ///
+    /// An entry may outlive its commit: a change answered in place on a session that nobody
+    /// reads events of is not published after its commit (that would take the shard from the
+    /// archive's writer thread for nothing). Such an entry is settled lazily, by the next turn
+    /// that needs it (`catchUp`): a reader of the session's events, its next change, the sweep.
     struct InFlight {
         /// The newest commit submitted for the session; commits complete in order, so once this
         /// one is done every earlier change of the session is too.
@@ -373,7 +378,7 @@ actor SessionShard {
             guard let entry = sessions[id], entry.ordinal == ordinal, entry.tenant == tenant else { continue }
             if let phase, entry.sheet.phase != phase { continue }
             found.append((ordinal, SessionSnapshot(id: id, sheet: entry.sheet)))
-            if let commit = inFlight[id]?.commit { pending.append(commit) }
+            if let commit = inFlight[id]?.commit, !commit.isCommitted { pending.append(commit) }
         }
         return (found, pending)
     }

@@ -258,6 +258,20 @@ public final class SessionStore: Sendable {
         return shard(for: id).applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
+    /// `apply` on the calling thread, whatever the archive: nil (nothing applied) when the
+    /// session's shard is busy; otherwise the result, and the commit its answer waits for.
+    public func changeInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) -> InPlace<ActionResult>? {
+        guard restoring.isOpen else { return nil }
+        return shard(for: id).changeInPlace(action, to: id, of: tenant, ifMatch: ifMatch)
+    }
+
+    /// `session` on the calling thread, whatever the archive: nil when the session's shard is
+    /// busy; otherwise the session, and the commit of a change it shows that its answer waits for.
+    public func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>? {
+        guard restoring.isOpen else { return nil }
+        return shard(for: id).readInPlace(id, of: tenant)
+    }
+
     public func apply(
         _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?, idempotency: IdempotencyRequest,
         render: @escaping @Sendable (Result<ActionResult, StoreError>) -> StoredAnswer

@@ -105,20 +105,38 @@ extension SheetService {
         return try sessionAnswer(snapshot, head: request.head, requestID: request.requestID)
     }
 
-    /// A session's GET answered on the calling thread when its shard is idle.
-    func getSessionInPlace(_ request: HTTPRequest, _ route: Route, _ tenant: Tenant) -> HTTPResponse? {
+    /// A session's GET answered on the calling thread when its shard is idle; with `later`, also
+    /// when the session shows a change still being committed (answered once it is). Its answers
+    /// carry their CORS headers.
+    func getSessionInPlace(_ request: HTTPRequest, _ route: Route, _ tenant: Tenant, _ later: DeferredAnswer?) -> InPlaceAnswer {
         // An id that cannot exist is refused by `getSession`, as every other route error.
-        guard let id = route.sessionID, let read = store.sessionInPlace(id, of: tenant) else { return nil }
-        let requestID = requestIDs.id(for: request.head)
+        guard let id = route.sessionID else { return .declined }
+        guard let later else {
+            guard let read = store.sessionInPlace(id, of: tenant) else { return .declined }
+            return .answered(sessionAnswer(read, head: request.head))
+        }
+        guard let read = store.readInPlace(id, of: tenant) else { return .declined }
+        let answer = sessionAnswer(read.result, head: request.head)
+        guard let pending = read.pending else { return .answered(answer) }
+        later.hold(answer)
+        pending.whenSettled { committed in
+            if committed { later.giveHeld() } else { later.giveUnavailable() }
+        }
+        return .deferred
+    }
+
+    /// A session's GET answer, or the error of a read that found none, with its CORS headers.
+    private func sessionAnswer(_ read: Result<SessionSnapshot, StoreError>, head: HTTPRequestHead) -> HTTPResponse {
+        let requestID = requestIDs.id(for: head)
         do throws(APIError) {
             switch read {
             case .success(let snapshot):
-                return try sessionAnswer(snapshot, head: request.head, requestID: requestID)
+                return withCORSIfAsked(try sessionAnswer(snapshot, head: head, requestID: requestID), for: head)
             case .failure(let error):
                 throw APIError(error)
             }
         } catch {
-            return errorResponse(error, requestID: requestID)
+            return withCORSIfAsked(errorResponse(error, requestID: requestID), for: head)
         }
     }
 

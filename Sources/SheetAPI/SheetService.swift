@@ -86,27 +86,73 @@ public final class SheetService: HTTPResponder {
     /// the calling thread. nil otherwise (a busy shard, a durable store, every other route):
     /// `respond(to:)` then plans the request again, which only the rare busy-shard case pays twice.
     public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? {
-        guard access.corsOrigins.isEmpty else { return answerInPlace(request).map { withCORS($0, for: request.head) } }
-        return answerInPlace(request)
+        guard case .answered(let response) = answerInPlace(request, later: nil) else { return nil }
+        return response
     }
 
-    private func answerInPlace(_ request: HTTPRequest) -> HTTPResponse? {
+    /// `respondInPlace(to:)`, and with a durable store an action (no Idempotency-Key) whose
+    /// shard is idle too: it is applied and its answer rendered right here, then given through
+    /// `later` once its commit is done and its events are published (on the archive's writer
+    /// thread, as a rule): no task, and no thread but the writer's between the two.
+    public func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
+        answerInPlace(request, later: later)
+    }
+
+    private func answerInPlace(_ request: HTTPRequest, later: DeferredAnswer?) -> InPlaceAnswer {
         switch plan(request) {
         case .answer(let response):
-            return response
+            return .answered(withCORSIfAsked(response, for: request.head))
         case .apply(let id, let tenant, let action, let ifMatch):
-            guard let applied = store.applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch) else { return nil }
-            switch consume applied {
-            case .success(let result):
-                return actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head))
-            case .failure(let error):
-                return errorResponse(APIError(error), head: request.head)
-            }
+            guard let later else { return applyNowInPlace(action, to: id, of: tenant, ifMatch: ifMatch, request: request) }
+            return applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch, request: request, later: later)
         case .route(let route, let tenant):
-            return route.entry.handler(for: effectiveMethod(request.head))?.respondInPlace?(self)(request, route, tenant)
+            // The handler's answers carry their CORS headers already, deferred ones included.
+            guard let inPlace = route.entry.handler(for: effectiveMethod(request.head))?.respondInPlace else { return .declined }
+            return inPlace(self)(request, route, tenant, later)
         case .applyOnce, .refuse:
-            return nil
+            return .declined
         }
+    }
+
+    /// An action answered right here, when the store has nothing to wait for (`applyInPlace`).
+    @inline(never)
+    private func applyNowInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?,
+                                 request: HTTPRequest) -> InPlaceAnswer {
+        guard let applied = store.applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch) else { return .declined }
+        switch consume applied {
+        case .success(let result):
+            return .answered(withCORSIfAsked(actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head)), for: request.head))
+        case .failure(let error):
+            return .answered(withCORSIfAsked(errorResponse(APIError(error), head: request.head), for: request.head))
+        }
+    }
+
+    /// An action applied right here (`changeInPlace`); its answer, rendered now, is given once
+    /// what the store says it waits for is done, or the error that says it never will be.
+    @inline(never)
+    private func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?,
+                              request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
+        guard let change = store.changeInPlace(action, to: id, of: tenant, ifMatch: ifMatch) else { return .declined }
+        let head = request.head
+        let response = switch change.result {
+        case .success(let result): actionAnswer(result, action: action, requestID: requestIDs.id(for: head))
+        case .failure(let error): errorResponse(APIError(error), head: head)
+        }
+        let answer = withCORSIfAsked(response, for: head)
+        guard let pending = change.pending else { return .answered(answer) }
+        // Only `later` is captured: the answer waits in the request, and the closure needs no
+        // allocation of its own. A commit that failed (the store is closing) answers the 503
+        // that `rejection(.serviceUnavailable)` renders, as the task path's error does.
+        later.hold(answer)
+        pending.whenSettled { committed in
+            if committed { later.giveHeld() } else { later.giveUnavailable() }
+        }
+        return .deferred
+    }
+
+    @inline(__always)
+    func withCORSIfAsked(_ response: HTTPResponse, for head: HTTPRequestHead) -> HTTPResponse {
+        access.corsOrigins.isEmpty ? response : withCORS(response, for: head)
     }
 
     /// Every plan but `.apply`.

@@ -7,7 +7,7 @@ import SheetJSON
 
 /// Runs fuzz input through sheetd's API layer in-process (no sockets): the JSON body decoders
 /// directly, then the input read as a short script of requests against a fresh in-memory store,
-/// through `SheetService.preflight`, `respondInPlace(to:)` and `respond(to:)` exactly as the
+/// through `SheetService.preflight`, `respondInPlace(to:later:)` and `respond(to:)` exactly as the
 /// HTTP layer calls them.
 ///
 /// Script format (each part optional): requests separated by a line `%%`; in each, a request
@@ -77,9 +77,23 @@ public final class RequestHarness: Sendable {
            let current = try? await store.session(id, of: .default) {
             stale = current.sheet.version != expected
         }
-        let inPlace = service.respondInPlace(to: request)
+        let (deferred, sink) = AsyncStream<HTTPResponse>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let later = DeferredAnswer { response in
+            sink.yield(response)
+            sink.finish()
+            return true
+        }
         let response: HTTPResponse
-        if let inPlace { response = inPlace } else { response = await service.respond(to: request) }
+        switch service.respondInPlace(to: request, later: later) {
+        case .answered(let answer):
+            response = answer
+        case .deferred:
+            var answers = deferred.makeAsyncIterator()
+            guard let answer = await answers.next() else { preconditionFailure("a deferred answer was never given") }
+            response = answer
+        case .declined:
+            response = await service.respond(to: request)
+        }
         Self.check(response, for: request)
         if stale && (200...299).contains(response.status) && request.head.method != .get && request.head.method != .head {
             preconditionFailure("If-Match named another version, yet \(request.head.method) \(request.head.path) answered \(response.status)")

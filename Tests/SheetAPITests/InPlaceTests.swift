@@ -1,8 +1,11 @@
+import Foundation
 import HTTPServer
+import Locking
 import SessionStore
 import SheetAPI
 import SheetJSON
 import SheetObservability
+import SQLiteArchive
 import Testing
 
 /// Which requests `SheetService.respondInPlace` answers on the calling thread (the HTTP layer's
@@ -70,5 +73,86 @@ struct InPlaceTests {
         let after = await service.respond(to: Self.request(.get, "/sessions/\(id)"))
         #expect(Self.member(Self.json(after), "version") == .number(2), "the keyed drag was not applied")
         #expect(Self.member(Self.json(after), "detent") == .string("medium"))
+    }
+
+    @Test("with a durable store a drag is taken on in place and answered once committed, as respond(to:) answers it")
+    func durableDragIsDeferred() async throws {
+        let directory = NSTemporaryDirectory() + "sheetd-inplace-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let archive = try SQLiteArchive.open(directory: directory)
+        let store = SessionStore(archive: archive, restoring: try archive.load())
+        let service = SheetService(store: store, observer: ServiceObserver(level: .off, log: LogSink { _ in }))
+        let created = await service.respond(to: Self.request(.post, "/sessions", #"{"detents":["medium","large"]}"#))
+        guard case .string(let id)? = Self.member(Self.json(created), "id") else {
+            Issue.record("no id in \(created.status)")
+            return
+        }
+        let given = LockedValue<[HTTPResponse]>([])
+        let later = DeferredAnswer { response in
+            given.withLock { $0.append(response) }
+            return true
+        }
+
+        // The old entry point cannot wait, so it leaves a durable drag alone: nothing applied.
+        let drag = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#)
+        #expect(service.respondInPlace(to: drag) == nil)
+        // The shard is idle once the create's last turn on it has ended (declined: nothing applied).
+        let deadline = ContinuousClock.now + .seconds(30)   // only ends a failure
+        var taken = service.respondInPlace(to: drag, later: later)
+        while case .declined = taken, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+            taken = service.respondInPlace(to: drag, later: later)
+        }
+        let answer: HTTPResponse
+        switch taken {
+        case .deferred:
+            while given.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+            let answers = given.withLock { $0 }
+            #expect(answers.count == 1)
+            answer = try #require(answers.first)
+        case .answered(let now):
+            // The writer committed before the change was handed back: nothing left to wait for.
+            answer = now
+        case .declined:
+            Issue.record("a durable drag on an idle shard was not taken on in place")
+            return
+        }
+        #expect(answer.status == 200)
+        #expect(answer.headers["ETag"] == "\"2\"")
+        guard case .object(let session)? = Self.member(Self.json(answer), "session") else {
+            Issue.record("no session in the drag's answer")
+            return
+        }
+        #expect(Self.member(session, "detent") == .string("medium"))
+        // Its GET, with nothing outstanding once the drag was answered, is answered at once.
+        let get = Self.request(.get, "/sessions/\(id)")
+        var reading = service.respondInPlace(to: get, later: later)
+        while case .declined = reading, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+            reading = service.respondInPlace(to: get, later: later)
+        }
+        guard case .answered(let read) = reading else {
+            Issue.record("a durable GET with nothing outstanding was not answered in place")
+            return
+        }
+        #expect(read.status == 200)
+        #expect(read.headers["ETag"] == "\"2\"")
+        let again = await service.respond(to: Self.request(.post, "/sessions/\(id)/drag", #"{"to":"large"}"#))
+        #expect(Self.json(again).map(\.key) == Self.json(answer).map(\.key), "the same answer as respond(to:) gives")
+
+        // Refused with nothing outstanding: answered at once. With an Idempotency-Key: declined.
+        let stale = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#, headers: ["If-Match": "\"1\""])
+        guard case .answered(let refused) = service.respondInPlace(to: stale, later: later) else {
+            Issue.record("a refusal with nothing outstanding was not answered at once")
+            return
+        }
+        #expect(refused.status == 412)
+        let keyed = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#, headers: ["Idempotency-Key": "k1"])
+        guard case .declined = service.respondInPlace(to: keyed, later: later) else {
+            Issue.record("a keyed drag was taken on in place")
+            return
+        }
+        #expect(given.withLock { $0.count } <= 1)
+        try await store.close()
     }
 }

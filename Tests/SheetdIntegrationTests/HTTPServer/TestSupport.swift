@@ -1,3 +1,4 @@
+import Dispatch
 @testable import HTTPServer
 import Locking
 import Synchronization
@@ -14,6 +15,8 @@ final class Probe: Sendable {
         var heldStreams: [String: HTTPStream] = [:]
         /// `/flood` streams whose writes backed up (the client does not read).
         var streamsBackedUp: Set<String> = []
+        /// Answers of `/deferred-held`, by id: the test gives them itself.
+        var heldAnswers: [String: DeferredAnswer] = [:]
     }
 
     let state = LockedValue(State())
@@ -23,6 +26,7 @@ final class Probe: Sendable {
     var respondCalls: Int { state.withLock { $0.respondCalls } }
     var streamsBackedUp: Set<String> { state.withLock { $0.streamsBackedUp } }
     func heldStream(_ id: String) -> HTTPStream? { state.withLock { $0.heldStreams[id] } }
+    func heldAnswer(_ id: String) -> DeferredAnswer? { state.withLock { $0.heldAnswers[id] } }
 
     /// Polls `condition` for up to `timeout`.
     func wait(for timeout: Duration = .seconds(5), _ condition: (Probe) -> Bool) async -> Bool {
@@ -43,8 +47,30 @@ final class Probe: Sendable {
 /// - `/idle-stream?id=ID`: a stream that never writes (held until shutdown).
 /// - `/held-stream?id=ID`: a stream the test itself writes and finishes (`Probe.heldStream`).
 /// - `/early`: refused by preflight with 404 (before the body).
+/// - `/deferred-now`: taken on in place and answered (200, the body back) before
+///   `respondInPlace(to:later:)` returns.
+/// - `/deferred?ms=N`: taken on in place and answered from a Dispatch thread, after N ms.
+/// - `/deferred-held?id=ID`: taken on in place and never answered by the server (`Probe.heldAnswer`).
 struct TestResponder: HTTPResponder {
     let probe: Probe
+
+    func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
+        let head = request.head
+        let answer = HTTPResponse(status: 200, headers: ["X-Deferred": head.path], body: .bytes(request.body))
+        switch head.path {
+        case "/deferred-now":
+            later.give(answer)
+        case "/deferred":
+            let ms = head.queryValue("ms").flatMap { Int($0) } ?? 0
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(ms)) { later.give(answer) }
+        case "/deferred-held":
+            let id = head.queryValue("id") ?? "held"
+            probe.state.withLock { $0.heldAnswers[id] = later }
+        default:
+            return .declined
+        }
+        return .deferred
+    }
 
     func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse? {
         if head.path == "/early" {
