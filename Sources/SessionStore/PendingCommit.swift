@@ -68,17 +68,29 @@ extension SessionShard {
     /// is busy: use `apply`.
     nonisolated func changeInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant,
                                    ifMatch: AcceptedVersions?) -> InPlace<ActionResult>? {
-        entered { shard in shard.changeNow(action, to: id, of: tenant, ifMatch: ifMatch) }
+        executor.runIfIdle {   // as `applyInPlace` calls its isolated work (SessionShard+InPlace.swift)
+            unsafeBitCast(Self.changeNow as (isolated SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>,
+                          to: Changing.self)(self, action, id, tenant, ifMatch)
+        }
     }
 
     /// `snapshot` without a task, whatever the archive; nil when the shard is busy.
     nonisolated func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>? {
-        entered { shard in shard.readNow(id, of: tenant) }
+        executor.runIfIdle {
+            unsafeBitCast(Self.readNow as (isolated SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>,
+                          to: Reading.self)(self, id, tenant)
+        }
     }
 
     /// `changeInPlace`'s turn on the shard.
+    private static func changeNow(_ shard: isolated SessionShard, _ action: SheetAction, _ id: SessionID, _ tenant: Tenant,
+                                  _ ifMatch: AcceptedVersions?) -> InPlace<ActionResult> {
+        shard.changeNow(action, to: id, of: tenant, ifMatch: ifMatch)
+    }
+
     private func changeNow(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> InPlace<ActionResult> {
-        switch applyNow(action, to: id, of: tenant, ifMatch: ifMatch) {
+        let applied = applyNow(action, to: id, of: tenant, ifMatch: ifMatch)
+        switch consume applied {
         case .done(let result):
             return InPlace(result: .success(result))
         case .committing(let result, let commit):
@@ -95,6 +107,10 @@ extension SessionShard {
     }
 
     /// `readInPlace`'s turn on the shard.
+    private static func readNow(_ shard: isolated SessionShard, _ id: SessionID, _ tenant: Tenant) -> InPlace<SessionSnapshot> {
+        shard.readNow(id, of: tenant)
+    }
+
     private func readNow(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot> {
         let snapshot = snapshotNow(id, of: tenant)
         // A change (or delete) not committed yet answers only once it is, as `snapshot` does.

@@ -3,9 +3,10 @@ import SheetCore
 /// Changes and reads made on the calling thread, without a task: a libmicrohttpd thread enters
 /// the shard's executor in place (`InlineSerialExecutor.runIfIdle`) when nothing else holds it.
 ///
-/// Each runs only when nothing else holds or awaits the shard and nothing will need waiting for:
-/// the volatile archive (no commit to await, and a refusal or a read shows the session as it
-/// stands); nil, with nothing done, otherwise.
+/// `applyInPlace` and `snapshotInPlace` run only when nothing else holds or awaits the shard and
+/// nothing will need waiting for: the volatile archive (no commit to await, and a refusal or a
+/// read shows the session as it stands); nil, with nothing done, otherwise. `changeInPlace` and
+/// `readInPlace` (PendingCommit.swift) run whatever the archive, and say what is left to wait for.
 ///
 /// `runIfIdle` makes the calling thread the executor's owner while its body runs, which is what
 /// `assumeIsolated` would check (a runtime call and one more lock per request), so the isolated
@@ -16,6 +17,8 @@ import SheetCore
 extension SessionShard {
     private typealias Applying = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> Result<ActionResult, StoreError>
     private typealias Snapshotting = (SessionShard, SessionID, Tenant) -> Result<SessionSnapshot, StoreError>
+    typealias Changing = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>
+    typealias Reading = (SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>
 
     /// Runs `body` on the shard from the calling thread when nothing else holds or awaits the
     /// shard, whatever the archive (the caller deals with what is left to wait for); nil, with
