@@ -241,23 +241,8 @@ struct ServerTests {
     @Test("concurrent clients: 16 connections × 50 requests")
     func concurrency() async throws {
         try await withServer({ $0.threads = 2 }) { server, port, probe in
-            let failures = Counter()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for c in 0..<16 {
-                    group.addTask {
-                        try await onThread {
-                            let client = try RawHTTPClient(port: port)
-                            for i in 0..<50 {
-                                let body = Array("c\(c) r\(i)".utf8)
-                                let response = try client.roundTrip("POST", "/echo", body: body)
-                                if response.status != 200 || response.body != body { failures.increment() }
-                            }
-                        }
-                    }
-                }
-                try await group.waitForAll()
-            }
-            #expect(failures.value == 0)
+            let failures = try await echoFromSixteenConnections(port: port, target: { _ in "/echo" })
+            #expect(failures == 0)
             #expect(await probe.wait { $0.records.count == 800 })
             #expect(server.openConnections <= 16)
         }

@@ -222,3 +222,25 @@ final class Counter: Sendable {
     func increment() { storage.add(1, ordering: .relaxed) }
     var value: Int { storage.load(ordering: .relaxed) }
 }
+
+/// 16 connections × 50 POSTs of their own bodies, each on a thread of its own, to `target(i)`
+/// for request i: how many answers were not a 200 echoing their own body.
+func echoFromSixteenConnections(port: Int, target: @escaping @Sendable (Int) -> String) async throws -> Int {
+    let failures = Counter()
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for c in 0..<16 {
+            group.addTask {
+                try await onThread {
+                    let client = try RawHTTPClient(port: port)
+                    for i in 0..<50 {
+                        let body = Array("c\(c) r\(i)".utf8)
+                        let response = try client.roundTrip("POST", target(i), body: body)
+                        if response.status != 200 || response.body != body { failures.increment() }
+                    }
+                }
+            }
+        }
+        try await group.waitForAll()
+    }
+    return failures.value
+}
