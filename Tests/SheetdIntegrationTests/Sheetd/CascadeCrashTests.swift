@@ -42,17 +42,22 @@ struct CascadeCrashTests {
             let directory = DurabilityTests.temporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let server = try SheetdProcess(["--data-dir", directory, "--log-level", "off"])
-            let clients = (0..<8).map { _ in ChainClient(port: server.port) }
+            let chains = Counter()
+            let clients = (0..<8).map { _ in ChainClient(port: server.port, chains: chains) }
             for client in clients { client.start() }
-            let moment = Int.random(in: 100...800, using: &generator)
-            usleep(useconds_t(moment * 1000))
+            // The moment is counted in chains made (not in time, which a loaded or sanitized run
+            // stretches), enough that every round sees some of each ending.
+            let moment = Int.random(in: 10...60, using: &generator)
+            let deadline = Date().addingTimeInterval(120)   // only ends a failure
+            while chains.value < moment && Date() < deadline { usleep(1_000) }
+            #expect(chains.value >= moment, "round \(round): \(chains.value) of \(moment) chains made in 120 s")
             _ = server.stop(signal: SIGKILL)
             for client in clients { client.finished.wait() }
 
             let restarted = try SheetdProcess(["--data-dir", directory, "--log-level", "off"])
             let sessions = try Self.everySession(try restarted.client())
             let problems = Self.problems(in: sessions)
-            #expect(problems.isEmpty, "round \(round), killed at \(moment) ms: \(problems.prefix(5))")
+            #expect(problems.isEmpty, "round \(round), killed after \(moment) chains: \(problems.prefix(5))")
             cascadesSeen += sessions.values.filter { $0["dismissReason"] as? String == "parentDismissed" }.count
             chainsSeen += sessions.values.filter { !($0["parent"] is NSNull) }.count
             #expect(restarted.stop() == 0)
@@ -112,8 +117,13 @@ final class ChainClient: @unchecked Sendable {
     // @unchecked Sendable: everything but `finished` is used only by the client's own thread.
     let port: Int
     let finished = DispatchSemaphore(value: 0)
+    /// Chains made and ended by every client of the round: the kill's moment.
+    let chains: Counter
 
-    init(port: Int) { self.port = port }
+    init(port: Int, chains: Counter) {
+        self.port = port
+        self.chains = chains
+    }
 
     func start() {
         let thread = Thread { [self] in
@@ -141,6 +151,7 @@ final class ChainClient: @unchecked Sendable {
             case 3: _ = try client.request("DELETE", "/sessions/\(root)")
             default: break   // left standing: the whole chain must come back linked
             }
+            chains.increment()
         }
     }
 }
