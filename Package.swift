@@ -71,7 +71,7 @@ let package = Package(
         .target(name: "AccessControl", dependencies: ["Locking", "CGnuTLS"], swiftSettings: strict),
         // JSON in and out: request bodies read into actions, answers (sessions, events, errors)
         // written, and the error codes those answers carry.
-        .target(name: "SheetJSON", dependencies: ["SheetCore", "SessionStore", "CJansson"], swiftSettings: strict),
+        .target(name: "SheetJSON", dependencies: ["SheetCore", "SessionStore", "CJansson", "Locking"], swiftSettings: strict),
         // What the service says about itself: the metrics and their exposition, the request log,
         // the process figures from /proc.
         .target(

@@ -1,5 +1,5 @@
 import SheetCore
-import Synchronization
+import Locking
 
 /// What every session of one configuration shows alike, rendered once: the `config` member, and
 /// the members of a session whose later state is still a new sheet's (no changes, the
@@ -35,7 +35,7 @@ final class ConfigurationRendering: Sendable {
 /// two members first, then by `SheetConfiguration`'s `==` (the same storage, else equal members),
 /// and made the second time its configuration misses lately.
 enum ConfigurationRenderings {
-    private static let slots = Mutex(RecentSlots<ConfigurationRendering>(capacity: 32, seenCount: 32))
+    private static let slots = LockedValue(RecentSlots<ConfigurationRendering>(capacity: 32, seenCount: 32))
 
     /// The rendering of `configuration`, or nil when it is not worth making (yet).
     static func rendering(of configuration: SheetConfiguration) -> ConfigurationRendering? {

@@ -1,5 +1,5 @@
 import SheetCore
-import Synchronization
+import Locking
 
 /// The latest creation bodies and what they decoded to. Clients create sessions with the same
 /// few bodies (`{"detents":["medium","large"]}`), and decoding one builds and validates a whole
@@ -17,7 +17,7 @@ enum RecentCreations {
         let parent: SessionID?
     }
 
-    private static let slots = Mutex(RecentSlots<Entry>(capacity: 8, seenCount: 16))
+    private static let slots = LockedValue(RecentSlots<Entry>(capacity: 8, seenCount: 16))
 
     /// What `body` decoded to when it was last seen, if it was; else whether to `remember` it.
     static func decoded(_ body: [UInt8], fingerprint: UInt64) -> (decoded: (configuration: SheetConfiguration, parent: SessionID?)?, remember: Bool) {

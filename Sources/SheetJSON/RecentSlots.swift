@@ -56,3 +56,5 @@ struct RecentSlots<Entry> {
         return old
     }
 }
+
+extension RecentSlots: Sendable where Entry: Sendable {}
