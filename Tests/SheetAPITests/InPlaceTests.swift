@@ -16,6 +16,17 @@ struct InPlaceTests {
         HTTPRequest(head: HTTPRequestHead(method: method, path: path, headers: headers), body: Array(body.utf8))
     }
 
+    /// `respond` again until the shard it needs is idle (declined until then) or `deadline`,
+    /// which only ends a failure.
+    private static func takenOnceIdle(_ deadline: ContinuousClock.Instant, _ respond: () -> InPlaceAnswer) async throws -> InPlaceAnswer {
+        var taken = respond()
+        while case .declined = taken, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+            taken = respond()
+        }
+        return taken
+    }
+
     private static func json(_ response: HTTPResponse) -> [(key: String, value: JSONValue)] {
         guard case .bytes(let bytes) = response.body, case .object(let members)? = try? JSONParser.parse(bytes) else { return [] }
         return members
@@ -98,11 +109,7 @@ struct InPlaceTests {
         #expect(service.respondInPlace(to: drag) == nil)
         // The shard is idle once the create's last turn on it has ended (declined: nothing applied).
         let deadline = ContinuousClock.now + .seconds(30)   // only ends a failure
-        var taken = service.respondInPlace(to: drag, later: later)
-        while case .declined = taken, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
-            taken = service.respondInPlace(to: drag, later: later)
-        }
+        let taken = try await Self.takenOnceIdle(deadline) { service.respondInPlace(to: drag, later: later) }
         let answer: HTTPResponse
         switch taken {
         case .deferred:
@@ -126,11 +133,7 @@ struct InPlaceTests {
         #expect(Self.member(session, "detent") == .string("medium"))
         // Its GET, with nothing outstanding once the drag was answered, is answered at once.
         let get = Self.request(.get, "/sessions/\(id)")
-        var reading = service.respondInPlace(to: get, later: later)
-        while case .declined = reading, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
-            reading = service.respondInPlace(to: get, later: later)
-        }
+        let reading = try await Self.takenOnceIdle(deadline) { service.respondInPlace(to: get, later: later) }
         guard case .answered(let read) = reading else {
             Issue.record("a durable GET with nothing outstanding was not answered in place")
             return
