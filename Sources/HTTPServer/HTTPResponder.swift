@@ -6,16 +6,12 @@ public protocol HTTPResponder: Sendable {
     /// `tag` in every later call about the request. Must not block. Default: nil.
     func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse?
 
-    /// The request with its full body, answered on the libmicrohttpd thread without a task, if
-    /// that can be done without waiting for anything; nil hands it to `respond(to:)`. It may do
-    /// real work (an uncontended actor entered in place) but must not block. Default: nil.
-    func respondInPlace(to request: HTTPRequest) -> HTTPResponse?
-
-    /// `respondInPlace(to:)` that may also take the request on and answer it later, through
-    /// `later`, from whatever thread learns the answer (a store's commit, say): no task waits
-    /// meanwhile, and the connection is suspended until then. Must not block, and must give the
-    /// answer exactly when it returns `.deferred`. The HTTP layer calls this one. Default:
-    /// `respondInPlace(to:)`, never deferring.
+    /// The request with its full body, answered on the libmicrohttpd thread without a task when
+    /// that needs no waiting (`.answered`), or taken on and answered later through `later`, from
+    /// whatever thread learns the answer (a store's commit, say), with no task waiting meanwhile
+    /// and the connection suspended until then (`.deferred`); `.declined` hands it to
+    /// `respond(to:)`. It may do real work (an uncontended actor entered in place) but must not
+    /// block, and must give the answer exactly when it returns `.deferred`. Default: `.declined`.
     func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer
 
     /// The request with its full body. Runs in a Swift Task; the connection is suspended meanwhile.
@@ -39,11 +35,7 @@ public protocol HTTPResponder: Sendable {
 extension HTTPResponder {
     public func preflight(_ head: HTTPRequestHead, tag: inout Int) -> HTTPResponse? { nil }
 
-    public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? { nil }
-
-    public func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
-        respondInPlace(to: request).map(InPlaceAnswer.answered) ?? .declined
-    }
+    public func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer { .declined }
 
     public func rejection(_ rejection: HTTPRejection, head: HTTPRequestHead) -> HTTPResponse {
         HTTPResponse.defaultRejection(rejection)

@@ -128,7 +128,7 @@ public final class PostgresStore: SessionStoring {
     }
 
     /// Always nil: every read asks the database.
-    public func sessionInPlace(_ id: SessionID, of tenant: Tenant) -> Result<SessionSnapshot, StoreError>? { nil }
+    public func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>? { nil }
 
     public func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) -> ActionResult {
         guard case .action(let result) = try checked(await perform(.apply(action, id, tenant, ifMatch: ifMatch, once: nil), on: id)) else {
@@ -137,8 +137,8 @@ public final class PostgresStore: SessionStoring {
         return result
     }
 
-    /// Always nil: every change waits for its commit.
-    public func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> Result<ActionResult, StoreError>? {
+    /// Always nil: every change is made by the database, in a task.
+    public func changeInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> InPlace<ActionResult>? {
         nil
     }
 

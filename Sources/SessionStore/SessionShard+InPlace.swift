@@ -2,11 +2,9 @@ import SheetCore
 
 /// Changes and reads made on the calling thread, without a task: a libmicrohttpd thread enters
 /// the shard's executor in place (`InlineSerialExecutor.runIfIdle`) when nothing else holds it.
-///
-/// `applyInPlace` and `snapshotInPlace` run only when nothing else holds or awaits the shard and
-/// nothing will need waiting for: the volatile archive (no commit to await, and a refusal or a
-/// read shows the session as it stands); nil, with nothing done, otherwise. `changeInPlace` and
-/// `readInPlace` (PendingCommit.swift) run whatever the archive, and say what is left to wait for.
+/// They run whatever the archive, and say what their answer must wait for (`InPlace.pending`):
+/// with the volatile archive nothing; with a durable one the commit, then the publication of
+/// the change's events. When the shard is busy they return nil, with nothing done.
 ///
 /// `runIfIdle` makes the calling thread the executor's owner while its body runs, which is what
 /// `assumeIsolated` would check (a runtime call and one more lock per request), so the isolated
@@ -15,10 +13,8 @@ import SheetCore
 /// closure capturing the arguments instead would cost two allocations a request on the way
 /// through `withoutActuallyEscaping` and its reabstraction.
 extension SessionShard {
-    private typealias Applying = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> Result<ActionResult, StoreError>
-    private typealias Snapshotting = (SessionShard, SessionID, Tenant) -> Result<SessionSnapshot, StoreError>
-    typealias Changing = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>
-    typealias Reading = (SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>
+    private typealias Changing = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>
+    private typealias Reading = (SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>
 
     /// Runs `body` on the shard from the calling thread when nothing else holds or awaits the
     /// shard, whatever the archive (the caller deals with what is left to wait for); nil, with
@@ -28,40 +24,81 @@ extension SessionShard {
         executor.runIfIdle { assumeIsolated(body) }
     }
 
-    /// `apply` without a task; nil (nothing applied) when it cannot run in place: use `apply`.
-    nonisolated func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> Result<ActionResult, StoreError>? {
-        guard !archiveKeepsChanges else { return nil }
-        return executor.runIfIdle {
-            unsafeBitCast(Self.applied as (isolated SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> Result<ActionResult, StoreError>,
-                          to: Applying.self)(self, action, id, tenant, ifMatch)
+    /// After `commit` of a change made in place: publishes it on the calling thread if the shard
+    /// is idle (no task, no thread switch), else in a task on the shard; then calls `body`.
+    nonisolated func publishCommitted(_ commit: ArchiveCommit, _ publication: PendingCommit.Publication,
+                                      then body: @escaping @Sendable (_ committed: Bool) -> Void) {
+        let done: Void? = entered { shard in
+            shard.published(commit, of: publication.id, version: publication.version, others: publication.others)
+        }
+        if done != nil { return body(true) }
+        Task {
+            await self.published(commit, of: publication.id, version: publication.version, others: publication.others)
+            body(true)
         }
     }
 
-    private static func applied(_ shard: isolated SessionShard, _ action: SheetAction, _ id: SessionID, _ tenant: Tenant,
-                                _ ifMatch: AcceptedVersions?) -> Result<ActionResult, StoreError> {
-        let applied = shard.applyNow(action, to: id, of: tenant, ifMatch: ifMatch)
+    /// `apply` without a task, whatever the archive: the change is made and submitted on the
+    /// calling thread when the shard is idle, and the result says what its answer waits for
+    /// (the commit, then the publication of its events). nil (nothing applied) when the shard
+    /// is busy: use `apply`.
+    nonisolated func changeInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant,
+                                   ifMatch: AcceptedVersions?) -> InPlace<ActionResult>? {
+        executor.runIfIdle {
+            unsafeBitCast(Self.changeNow as (isolated SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>,
+                          to: Changing.self)(self, action, id, tenant, ifMatch)
+        }
+    }
+
+    /// `snapshot` without a task, whatever the archive; nil when the shard is busy.
+    nonisolated func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>? {
+        executor.runIfIdle {
+            unsafeBitCast(Self.readNow as (isolated SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>,
+                          to: Reading.self)(self, id, tenant)
+        }
+    }
+
+    /// `changeInPlace`'s turn on the shard.
+    private static func changeNow(_ shard: isolated SessionShard, _ action: SheetAction, _ id: SessionID, _ tenant: Tenant,
+                                  _ ifMatch: AcceptedVersions?) -> InPlace<ActionResult> {
+        shard.changeNow(action, to: id, of: tenant, ifMatch: ifMatch)
+    }
+
+    private func changeNow(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> InPlace<ActionResult> {
+        let applied = applyNow(action, to: id, of: tenant, ifMatch: ifMatch)
         switch consume applied {
         case .done(let result):
-            return .success(result)
+            return InPlace(result: .success(result))
+        case .committing(let result, let commit):
+            let others = result.companions
+            var readers = hasEventReaders(id)
+            for other in others where !readers { readers = hasEventReaders(other.id) }
+            // Nobody to publish to: the next turn that needs the sessions settles them.
+            let publication = readers ? PendingCommit.Publication(id: id, version: result.session.sheet.version, others: others) : nil
+            return InPlace(result: .success(result), pending: PendingCommit(shard: self, commit: commit, publication: publication))
         case .refused(let error):
-            return .failure(error)
-        case .committing:
-            // `submit` leaves a commit outstanding only for an archive that keeps changes.
-            preconditionFailure("the volatile archive left a commit outstanding")
+            // A 412 or 409 shows the session as it stands: committed first (as `settled`).
+            return InPlace(result: .failure(error), pending: outstanding(id))
         }
     }
 
-    /// `snapshot` without a task; nil when it cannot run in place: use `snapshot`.
-    nonisolated func snapshotInPlace(_ id: SessionID, of tenant: Tenant) -> Result<SessionSnapshot, StoreError>? {
-        guard !archiveKeepsChanges else { return nil }
-        return executor.runIfIdle {
-            unsafeBitCast(Self.snapshotted as (isolated SessionShard, SessionID, Tenant) -> Result<SessionSnapshot, StoreError>,
-                          to: Snapshotting.self)(self, id, tenant)
-        }
+    /// `readInPlace`'s turn on the shard.
+    private static func readNow(_ shard: isolated SessionShard, _ id: SessionID, _ tenant: Tenant) -> InPlace<SessionSnapshot> {
+        shard.readNow(id, of: tenant)
     }
 
-    private static func snapshotted(_ shard: isolated SessionShard, _ id: SessionID, _ tenant: Tenant) -> Result<SessionSnapshot, StoreError> {
-        guard let snapshot = shard.snapshotNow(id, of: tenant) else { return .failure(StoreError(.sessionNotFound)) }
-        return .success(snapshot)
+    private func readNow(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot> {
+        let snapshot = snapshotNow(id, of: tenant)
+        // A change (or delete) not committed yet answers only once it is, as `snapshot` does.
+        let pending = outstanding(id)
+        guard let snapshot else { return InPlace(result: .failure(StoreError(.sessionNotFound)), pending: pending) }
+        return InPlace(result: .success(snapshot), pending: pending)
+    }
+
+    /// What an answer showing session `id` as it stands must wait for: its newest commit, if
+    /// that is not done.
+    private func outstanding(_ id: SessionID) -> PendingCommit? {
+        guard let commit = inFlight[id]?.commit, !commit.isCommitted else { return nil }
+        return PendingCommit(shard: self, commit: commit, publication: nil)
     }
 }

@@ -15,7 +15,7 @@ import SheetCore
 /// So no answer ever shows state that a crash could still take back.
 actor SessionShard {
     /// The shard's executor: like a default actor's, but a thread can run an uncontended change
-    /// on it in place, without a task (`applyInPlace`).
+    /// on it in place, without a task (`changeInPlace`, `readInPlace`).
     nonisolated let executor = InlineSerialExecutor()
 
     nonisolated var unownedExecutor: UnownedSerialExecutor {

@@ -239,23 +239,9 @@ public final class SessionStore: Sendable {
         return try await shard(for: id).snapshot(id, of: tenant)
     }
 
-    /// `session` on the calling thread, without waiting: nil when the session's shard is busy or
-    /// the archive may make a read wait for a commit; then use `session`.
-    public func sessionInPlace(_ id: SessionID, of tenant: Tenant) -> Result<SessionSnapshot, StoreError>? {
-        guard restoring.isOpen else { return nil }
-        return shard(for: id).snapshotInPlace(id, of: tenant)
-    }
-
     public func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) async throws(StoreError) -> ActionResult {
         if !restoring.isOpen { await restoring.wait() }
         return try await shard(for: id).apply(action, to: id, of: tenant, ifMatch: ifMatch)
-    }
-
-    /// `apply` on the calling thread, without waiting: nil (nothing applied) when the session's
-    /// shard is busy or the archive needs a commit awaited; then use `apply`.
-    public func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions? = nil) -> Result<ActionResult, StoreError>? {
-        guard restoring.isOpen else { return nil }
-        return shard(for: id).applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch)
     }
 
     /// `apply` on the calling thread, whatever the archive: nil (nothing applied) when the

@@ -12,17 +12,12 @@ public protocol SessionStoring: AnyObject, Sendable {
         render: @escaping @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer
     func session(_ id: SessionID, of tenant: Tenant) async throws(StoreError) -> SessionSnapshot
-    /// The answer without waiting, or nil when the store must wait for something to give it.
-    func sessionInPlace(_ id: SessionID, of tenant: Tenant) -> Result<SessionSnapshot, StoreError>?
     func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) -> ActionResult
-    /// The change without waiting, or nil (nothing applied) when the store must wait to make it.
-    func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> Result<ActionResult, StoreError>?
     /// The change made on the calling thread, its answer perhaps waiting for a commit
     /// (`InPlace.pending`); nil (nothing applied) when the store cannot make it without waiting.
-    /// Default: `applyInPlace`, with nothing pending.
     func changeInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> InPlace<ActionResult>?
     /// The session read on the calling thread, its answer perhaps waiting for a commit; nil when
-    /// the store cannot read it without waiting. Default: `sessionInPlace`, with nothing pending.
+    /// the store cannot read it without waiting.
     func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>?
     func apply(
         _ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?, idempotency: IdempotencyRequest,
@@ -52,16 +47,6 @@ public protocol SessionStoring: AnyObject, Sendable {
     func shutdown() async
     /// After the last request: stores what is pending and lets go of the storage.
     func close() async throws(ArchiveError)
-}
-
-extension SessionStoring {
-    public func changeInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> InPlace<ActionResult>? {
-        applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch).map { InPlace(result: $0) }
-    }
-
-    public func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>? {
-        sessionInPlace(id, of: tenant).map { InPlace(result: $0) }
-    }
 }
 
 extension SessionStore: SessionStoring {

@@ -100,10 +100,10 @@ package final class RouteEntry: Sendable {
 /// What answers one method of a route.
 package struct MethodHandler: Sendable {
     typealias Respond = @Sendable (SheetService) -> (RouteRequest) async throws(APIError) -> HTTPResponse
-    /// Answers on the thread that read the request when it can, right away or (given a
-    /// `DeferredAnswer`) later, once what it waits for is done; `.declined` hands the request to
+    /// Answers on the thread that read the request when it can, right away or later through the
+    /// `DeferredAnswer`, once what it waits for is done; `.declined` hands the request to
     /// `respond`. It makes its own request id.
-    typealias RespondInPlace = @Sendable (SheetService) -> (HTTPRequest, Route, Tenant, DeferredAnswer?) -> InPlaceAnswer
+    typealias RespondInPlace = @Sendable (SheetService) -> (HTTPRequest, Route, Tenant, DeferredAnswer) -> InPlaceAnswer
 
     let method: String
     /// What a caller's role must allow: checked once at request entry (`SheetService.admit`).

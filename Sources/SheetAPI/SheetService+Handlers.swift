@@ -105,16 +105,12 @@ extension SheetService {
         return try sessionAnswer(snapshot, head: request.head, requestID: request.requestID)
     }
 
-    /// A session's GET answered on the calling thread when its shard is idle; with `later`, also
-    /// when the session shows a change still being committed (answered once it is). Its answers
-    /// carry their CORS headers.
-    func getSessionInPlace(_ request: HTTPRequest, _ route: Route, _ tenant: Tenant, _ later: DeferredAnswer?) -> InPlaceAnswer {
+    /// A session's GET answered on the calling thread when its shard is idle, through `later`
+    /// when the session shows a change still being committed (once it is). Its answers carry
+    /// their CORS headers.
+    func getSessionInPlace(_ request: HTTPRequest, _ route: Route, _ tenant: Tenant, _ later: DeferredAnswer) -> InPlaceAnswer {
         // An id that cannot exist is refused by `getSession`, as every other route error.
         guard let id = route.sessionID else { return .declined }
-        guard let later else {
-            guard let read = store.sessionInPlace(id, of: tenant) else { return .declined }
-            return .answered(sessionAnswer(read, head: request.head))
-        }
         guard let read = store.readInPlace(id, of: tenant) else { return .declined }
         let answer = sessionAnswer(read.result, head: request.head)
         guard let pending = read.pending else { return .answered(answer) }

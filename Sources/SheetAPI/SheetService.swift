@@ -81,29 +81,18 @@ public final class SheetService: HTTPResponder {
         return actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head))
     }
 
-    /// Answers without waiting when it can: a request refused before the store is asked, an
-    /// action (no Idempotency-Key) and a session's GET whose shard is idle, done right here on
-    /// the calling thread. nil otherwise (a busy shard, a durable store, every other route):
-    /// `respond(to:)` then plans the request again, which only the rare busy-shard case pays twice.
-    public func respondInPlace(to request: HTTPRequest) -> HTTPResponse? {
-        guard case .answered(let response) = answerInPlace(request, later: nil) else { return nil }
-        return response
-    }
-
-    /// `respondInPlace(to:)`, and with a durable store an action (no Idempotency-Key) whose
-    /// shard is idle too: it is applied and its answer rendered right here, then given through
-    /// `later` once its commit is done and its events are published (on the archive's writer
-    /// thread, as a rule): no task, and no thread but the writer's between the two.
+    /// Answers without a task when it can: a request refused before the store is asked, and an
+    /// action (no Idempotency-Key) or a session's GET whose shard is idle, done right here on the
+    /// calling thread. With a durable store its answer, rendered now, is given through `later`
+    /// once its commit is done and its events are published (on the archive's writer thread, as
+    /// a rule): no task, and no thread but the writer's between the two. Declined otherwise (a
+    /// busy shard, every other route): `respond(to:)` then plans the request again, which only
+    /// the rare busy-shard case pays twice.
     public func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
-        answerInPlace(request, later: later)
-    }
-
-    private func answerInPlace(_ request: HTTPRequest, later: DeferredAnswer?) -> InPlaceAnswer {
         switch plan(request) {
         case .answer(let response):
             return .answered(withCORSIfAsked(response, for: request.head))
         case .apply(let id, let tenant, let action, let ifMatch):
-            guard let later else { return applyNowInPlace(action, to: id, of: tenant, ifMatch: ifMatch, request: request) }
             return applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch, request: request, later: later)
         case .route(let route, let tenant):
             // The handler's answers carry their CORS headers already, deferred ones included.
@@ -111,19 +100,6 @@ public final class SheetService: HTTPResponder {
             return inPlace(self)(request, route, tenant, later)
         case .applyOnce, .refuse:
             return .declined
-        }
-    }
-
-    /// An action answered right here, when the store has nothing to wait for (`applyInPlace`).
-    @inline(never)
-    private func applyNowInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?,
-                                 request: HTTPRequest) -> InPlaceAnswer {
-        guard let applied = store.applyInPlace(action, to: id, of: tenant, ifMatch: ifMatch) else { return .declined }
-        switch consume applied {
-        case .success(let result):
-            return .answered(withCORSIfAsked(actionAnswer(result, action: action, requestID: requestIDs.id(for: request.head)), for: request.head))
-        case .failure(let error):
-            return .answered(withCORSIfAsked(errorResponse(APIError(error), head: request.head), for: request.head))
         }
     }
 

@@ -53,10 +53,10 @@ struct RestoreWhileServingTests {
         let store = Self.store()
         let contents = try Self.contents()
         let id = contents.sessions[0].id
-        #expect(store.sessionInPlace(id, of: me) == nil)
-        #expect(store.applyInPlace(.drag(.detent(.medium)), to: id, of: me) == nil)
+        #expect(store.readInPlace(id, of: me) == nil)
+        #expect(store.changeInPlace(.drag(.detent(.medium)), to: id, of: me) == nil)
         await store.restore(contents)
-        guard case .success(let snapshot)? = store.sessionInPlace(id, of: me) else {
+        guard case .success(let snapshot)? = store.readInPlace(id, of: me)?.result else {
             Issue.record("no in-place answer after the restore")
             return
         }

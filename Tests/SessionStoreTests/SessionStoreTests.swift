@@ -165,11 +165,12 @@ struct SessionStoreTests {
     @Test func anIdleShardIsChangedInPlaceAndAnotherTenantSeesNothing() async throws {
         let store = makeStore()
         let created = try await store.create(try twoDetents(), for: me)
-        let applied = try #require(store.applyInPlace(.drag(.detent(.medium)), to: created.id, of: me))
-        #expect(try applied.get().session.sheet.detent == .medium)
+        let applied = try #require(store.changeInPlace(.drag(.detent(.medium)), to: created.id, of: me))
+        #expect(try applied.result.get().session.sheet.detent == .medium)
+        #expect(applied.pending == nil, "the volatile archive has no commit to wait for")
         let stranger = Tenant("stranger")
-        let read = try #require(store.sessionInPlace(created.id, of: stranger))
-        #expect(throws: StoreError.self) { try read.get() }
+        let read = try #require(store.readInPlace(created.id, of: stranger))
+        #expect(throws: StoreError.self) { try read.result.get() }
         #expect(await refusal { () async throws(StoreError) in
             try await store.apply(.dismiss(.done), to: created.id, of: stranger)
         } == .sessionNotFound)

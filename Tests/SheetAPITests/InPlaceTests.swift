@@ -27,6 +27,24 @@ struct InPlaceTests {
         return taken
     }
 
+    /// `respondInPlace(to:later:)` for a store that never makes an answer wait: the answer given
+    /// right away, or nil when declined. Deferring is a failure here.
+    private static func answeredNow(_ service: SheetService, _ request: HTTPRequest) -> HTTPResponse? {
+        let later = DeferredAnswer { _ in
+            Issue.record("an answer was given later by a store that has nothing to wait for")
+            return false
+        }
+        switch service.respondInPlace(to: request, later: later) {
+        case .answered(let response):
+            return response
+        case .declined:
+            return nil
+        case .deferred:
+            Issue.record("\(request.head.method) \(request.head.path) was deferred by a store that has nothing to wait for")
+            return nil
+        }
+    }
+
     private static func json(_ response: HTTPResponse) -> [(key: String, value: JSONValue)] {
         guard case .bytes(let bytes) = response.body, case .object(let members)? = try? JSONParser.parse(bytes) else { return [] }
         return members
@@ -45,7 +63,7 @@ struct InPlaceTests {
             return
         }
 
-        let drag = try #require(service.respondInPlace(to: Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#)))
+        let drag = try #require(Self.answeredNow(service, Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#)))
         #expect(drag.status == 200)
         #expect(drag.headers["ETag"] == "\"2\"")
         guard case .object(let session)? = Self.member(Self.json(drag), "session") else {
@@ -56,31 +74,31 @@ struct InPlaceTests {
 
         // Refusals are answered in place too, as respond(to:) would.
         let stale = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"large"}"#, headers: ["If-Match": "\"1\""])
-        let refused = try #require(service.respondInPlace(to: stale))
+        let refused = try #require(Self.answeredNow(service, stale))
         #expect(refused.status == 412)
         #expect(await service.respond(to: stale).status == 412)
-        let missing = try #require(service.respondInPlace(to: Self.request(.post, "/sessions/AAAAAAAAAAAAAAAAAAAAAA/drag", #"{"to":"large"}"#)))
+        let missing = try #require(Self.answeredNow(service, Self.request(.post, "/sessions/AAAAAAAAAAAAAAAAAAAAAA/drag", #"{"to":"large"}"#)))
         #expect(missing.status == 404)
-        #expect(try #require(service.respondInPlace(to: Self.request(.get, "/nowhere"))).status == 404)
+        #expect(try #require(Self.answeredNow(service, Self.request(.get, "/nowhere"))).status == 404)
 
         // A session's GET (and HEAD) in place, the same answer as respond(to:) gives.
         let get = Self.request(.get, "/sessions/\(id)")
-        let read = try #require(service.respondInPlace(to: get))
+        let read = try #require(Self.answeredNow(service, get))
         let readAsync = await service.respond(to: get)
         #expect(read.status == 200)
         #expect(read.headers["ETag"] == "\"2\"")
         #expect(Self.json(read).map(\.key) == Self.json(readAsync).map(\.key))
         #expect(Self.member(Self.json(read), "detent") == .string("medium"))
-        #expect(try #require(service.respondInPlace(to: Self.request(.head, "/sessions/\(id)"))).status == 200)
-        #expect(try #require(service.respondInPlace(to: Self.request(.get, "/sessions/AAAAAAAAAAAAAAAAAAAAAA"))).status == 404)
+        #expect(try #require(Self.answeredNow(service, Self.request(.head, "/sessions/\(id)"))).status == 200)
+        #expect(try #require(Self.answeredNow(service, Self.request(.get, "/sessions/AAAAAAAAAAAAAAAAAAAAAA"))).status == 404)
 
         // Not in place: other reads, creates, deletes, and actions with an Idempotency-Key (nothing applied).
-        #expect(service.respondInPlace(to: Self.request(.get, "/sessions/\(id)/events")) == nil)
-        #expect(service.respondInPlace(to: Self.request(.get, "/sessions")) == nil)
-        #expect(service.respondInPlace(to: Self.request(.post, "/sessions", "{}")) == nil)
-        #expect(service.respondInPlace(to: Self.request(.delete, "/sessions/\(id)")) == nil)
+        #expect(Self.answeredNow(service, Self.request(.get, "/sessions/\(id)/events")) == nil)
+        #expect(Self.answeredNow(service, Self.request(.get, "/sessions")) == nil)
+        #expect(Self.answeredNow(service, Self.request(.post, "/sessions", "{}")) == nil)
+        #expect(Self.answeredNow(service, Self.request(.delete, "/sessions/\(id)")) == nil)
         let keyed = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"large"}"#, headers: ["Idempotency-Key": "k1"])
-        #expect(service.respondInPlace(to: keyed) == nil)
+        #expect(Self.answeredNow(service, keyed) == nil)
         let after = await service.respond(to: Self.request(.get, "/sessions/\(id)"))
         #expect(Self.member(Self.json(after), "version") == .number(2), "the keyed drag was not applied")
         #expect(Self.member(Self.json(after), "detent") == .string("medium"))
@@ -104,9 +122,7 @@ struct InPlaceTests {
             return true
         }
 
-        // The old entry point cannot wait, so it leaves a durable drag alone: nothing applied.
         let drag = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#)
-        #expect(service.respondInPlace(to: drag) == nil)
         // The shard is idle once the create's last turn on it has ended (declined: nothing applied).
         let deadline = ContinuousClock.now + .seconds(30)   // only ends a failure
         let taken = try await Self.takenOnceIdle(deadline) { service.respondInPlace(to: drag, later: later) }
