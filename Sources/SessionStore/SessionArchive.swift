@@ -202,6 +202,13 @@ public final class ArchiveCommit: Sendable {
 
     public init() {}
 
+    /// A commit expecting about `followers` callbacks: room for them is made once, instead of
+    /// the list growing by doubling as a group's requests arrive, each step a fresh block (and,
+    /// past a kilobyte, one glibc serves from its slower bins).
+    public init(expectedFollowers followers: Int) {
+        state.withLock { $0.followers.reserveCapacity(followers) }
+    }
+
     /// A commit that is already complete: what an archive that keeps nothing returns.
     public static let immediate: ArchiveCommit = {
         let commit = ArchiveCommit()

@@ -57,9 +57,12 @@ public struct JSONWriter: ~Copyable {
         return written
     }
 
-    /// The largest array capacity whose block (with the array's 32-byte header) glibc's malloc
-    /// serves from its per-thread cache (1,032 bytes) rather than its bins, several times dearer.
-    public static let pooledCapacity = 1000
+    /// An array capacity whose block (with the array's 32-byte header, 992 bytes) glibc's malloc
+    /// serves from its per-thread cache, and when that is empty from a small bin. One more
+    /// kilobyte would make it a large-bin request, which first merges every freed fast chunk
+    /// (`malloc_consolidate`): once per answer when the writer thread of a durable store frees
+    /// what request threads allocated.
+    public static let pooledCapacity = 960
 
     /// What was written, as an array.
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
