@@ -99,21 +99,23 @@ let package = Package(
         .target(name: "SheetFuzzing", dependencies: ["SheetAPI", "SheetJSON", "SheetObservability", "HTTPServer", "SessionStore"], swiftSettings: strict),
         .systemLibrary(name: "CLibFuzzer", path: "CLibFuzzer"),
         .executableTarget(name: "sheetd-fuzz", dependencies: ["SheetFuzzing", "CLibFuzzer"], path: "Sources/sheetd-fuzz", swiftSettings: strict),
+        // `eventually`, for the test targets that wait for another thread (not a test target itself).
+        .target(name: "Polling", path: "Tests/Polling", swiftSettings: strict),
         .testTarget(name: "SheetCoreTests", dependencies: ["SheetCore"], swiftSettings: strict),
         .testTarget(name: "LockingTests", dependencies: ["Locking"], swiftSettings: strict),
         .testTarget(name: "InlineExecutionTests", dependencies: ["InlineExecution"], swiftSettings: strict),
         .testTarget(name: "AccessControlTests", dependencies: ["AccessControl"], swiftSettings: strict),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"], swiftSettings: strict),
-        .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "SheetCore", "Locking", "Timekeeping", "InlineExecution"], swiftSettings: strict),
-        .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "SheetJSON", "CSQLite", "Locking", "Timekeeping"], swiftSettings: strict),
-        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetJSON", "SheetObservability", "SheetCore", "SheetFuzzing", "SessionStore", "SQLiteArchive", "HTTPServer", "Timekeeping", "Locking"], swiftSettings: strict),
+        .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "SheetCore", "Locking", "Timekeeping", "InlineExecution", "Polling"], swiftSettings: strict),
+        .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "SheetJSON", "CSQLite", "Locking", "Timekeeping", "Polling"], swiftSettings: strict),
+        .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetJSON", "SheetObservability", "SheetCore", "SheetFuzzing", "SessionStore", "SQLiteArchive", "HTTPServer", "Timekeeping", "Locking", "Polling"], swiftSettings: strict),
         // Tests that start `sheetd` processes or serve real sockets in-process under load: they
         // run after every other target, on their own (`make test`), so no other test shares the
         // cores with them. Tests/README.md says which tests go where.
         .testTarget(
             name: "SheetdIntegrationTests",
             dependencies: ["HTTPServer", "Locking", "SheetCore", "CSQLite", "SheetFuzzing", "AccessControl", "Timekeeping",
-                           "SessionStore", "PostgresStore", "SheetJSON"],
+                           "SessionStore", "PostgresStore", "SheetJSON", "Polling"],
             swiftSettings: strict
         ),
     ],

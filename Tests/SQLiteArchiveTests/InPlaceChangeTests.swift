@@ -1,5 +1,6 @@
 import CSQLite
 import Locking
+import Polling
 import SessionStore
 import SheetCore
 @testable import SQLiteArchive
@@ -73,16 +74,6 @@ struct InPlaceChangeTests {
         var received: [UInt64] { seqs.withLock { $0 } }
     }
 
-    /// Polls `condition`; `bound` only ends a failure.
-    static func eventually(within bound: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + bound
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return true
-    }
-
     /// `body` (a change or read in place) once the shard is idle: right after an await, the turn
     /// that ended it may still be leaving the shard (nil: nothing done).
     static func inPlace<Value>(_ body: () -> InPlace<Value>?) async throws -> InPlace<Value> {
@@ -117,7 +108,7 @@ struct InPlaceChangeTests {
         #expect(try await Self.seqs(store, session.id) == [1])
 
         try writeLock.unlock()
-        #expect(await Self.eventually { settlement.count == 1 })
+        #expect(await eventually { settlement.count == 1 })
         #expect(settlement.reported.allSatisfy { $0 })
         #expect(try await Self.seqs(store, session.id) == [1, 2])
         try await store.close()
@@ -152,7 +143,7 @@ struct InPlaceChangeTests {
         #expect(settlement.count == 0)
 
         try writeLock.unlock()
-        #expect(await Self.eventually { settlement.count == 2 })
+        #expect(await eventually { settlement.count == 2 })
         #expect(settlement.reported.allSatisfy { $0 })
         try await store.close()
     }
@@ -184,23 +175,23 @@ struct InPlaceChangeTests {
             polled.withLock { $0 = outcome }
         }
         defer { poll.cancel() }
-        #expect(await Self.eventually { clock.sleeperCount == 1 }, "the long-poll parked")
+        #expect(await eventually { clock.sleeperCount == 1 }, "the long-poll parked")
         #expect(early.received.isEmpty && late.received.isEmpty && settlement.count == 0)
 
         try writeLock.unlock()
-        #expect(await Self.eventually { polled.withLock { $0 } != nil }, "the long-poll got the event")
+        #expect(await eventually { polled.withLock { $0 } != nil }, "the long-poll got the event")
         guard case .events(let page)? = polled.withLock({ $0 }) else {
             Issue.record("the long-poll was not answered with events")
             return
         }
         #expect(page.events.map(\.seq) == [2])
-        #expect(await Self.eventually { settlement.count == 1 && late.received == [2] })
+        #expect(await eventually { settlement.count == 1 && late.received == [2] })
 
         // With readers there, the next change in place is published by its own request, and one
         // through a task after it.
         settlement.follow(try await Self.inPlace { store.changeInPlace(.drag(.detent(.large)), to: session.id, of: .default) })
         _ = try await store.apply(.drag(.detent(.medium)), to: session.id, of: .default)
-        #expect(await Self.eventually { settlement.count == 2 && late.received.count == 3 })
+        #expect(await eventually { settlement.count == 2 && late.received.count == 3 })
         #expect(late.received == [2, 3, 4])
         #expect(early.received == (subscribedBefore ? [2, 3, 4] : []))
         try await store.close()
@@ -217,7 +208,7 @@ struct InPlaceChangeTests {
         let settlement = Settlement()
         for (index, (id, detent)) in [(read.id, Detent.medium), (read.id, .large), (swept.id, .medium)].enumerated() {
             settlement.follow(try await Self.inPlace { store.changeInPlace(.drag(.detent(detent)), to: id, of: .default) })
-            #expect(await Self.eventually { settlement.count == index + 1 })
+            #expect(await eventually { settlement.count == index + 1 })
         }
 
         // Its events are there for a reader, and a subscription's backlog holds each once.
@@ -226,7 +217,7 @@ struct InPlaceChangeTests {
         let token = try await store.subscribe(stream, to: read.id, of: .default, after: 1)
         #expect(stream.received == [2, 3])
         _ = try await store.apply(.drag(.detent(.medium)), to: read.id, of: .default)
-        #expect(await Self.eventually { stream.received == [2, 3, 4] })
+        #expect(await eventually { stream.received == [2, 3, 4] })
 
         // Nothing outstanding keeps an idle session from the sweep.
         clock.advance(by: .seconds(7200))

@@ -1,4 +1,5 @@
 import Locking
+import Polling
 import SessionStore
 import SheetCore
 import Testing
@@ -24,16 +25,6 @@ struct ClockedStoreTests {
         return SessionStore(configuration: configuration)
     }
 
-    /// Polls `condition`; `bound` only ends a failure.
-    static func eventually(within bound: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + bound
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return true
-    }
-
     static func twoDetents() throws -> SheetConfiguration {
         try SheetConfiguration(detents: [.large, .medium], defaultDetent: .large, thresholdDetent: .height(300))
     }
@@ -48,7 +39,7 @@ struct ClockedStoreTests {
             defer { answered.withLock { $0 = true } }
             return try await store.waitForEvents(of: created.id, tenant: .default, after: 1, timeout: .seconds(30))
         }
-        #expect(await Self.eventually { clock.sleeperCount == 1 })
+        #expect(await eventually { clock.sleeperCount == 1 })
         clock.advance(by: .seconds(30) - .milliseconds(1))
         // Nothing was due: the poll's timer still sleeps, and nothing else can answer it.
         #expect(clock.sleeperCount == 1)
@@ -69,7 +60,7 @@ struct ClockedStoreTests {
         let poll = Task {
             try await store.waitForEvents(of: created.id, tenant: .default, after: 1, timeout: .seconds(30))
         }
-        #expect(await Self.eventually { clock.sleeperCount == 1 })
+        #expect(await eventually { clock.sleeperCount == 1 })
         clock.advance(by: .seconds(29))
         _ = try await store.apply(.drag(.detent(.medium)), to: created.id, of: .default)
         guard case .events(let page) = try await poll.value else {
@@ -78,7 +69,7 @@ struct ClockedStoreTests {
         }
         #expect(page.events.map(\.seq) == [2])
         // Its timer was cancelled with the answer: nothing sleeps on the clock any more.
-        #expect(await Self.eventually { clock.sleeperCount == 0 })
+        #expect(await eventually { clock.sleeperCount == 0 })
     }
 
     @Test("the idle sweep runs every tenth of the TTL on the store's clock and removes a session once its TTL has passed")
@@ -93,15 +84,15 @@ struct ClockedStoreTests {
 
         // Ten passes, one every 6 s: at 60 s `idle` has been unused exactly the TTL, not more.
         for _ in 1...10 {
-            #expect(await Self.eventually { clock.sleeperCount == 1 })   // parked until the next pass
+            #expect(await eventually { clock.sleeperCount == 1 })   // parked until the next pass
             // A read counts as use (and would not keep a removed session: it is not found).
             _ = try await store.session(busy.id, of: .default)
             clock.advance(by: .seconds(6))
-            #expect(await Self.eventually { clock.sleeperCount == 1 })   // the pass is over
+            #expect(await eventually { clock.sleeperCount == 1 })   // the pass is over
             #expect(store.sessionCount == 2)
         }
         clock.advance(by: .seconds(6))
-        #expect(await Self.eventually { store.sessionCount == 1 })
+        #expect(await eventually { store.sessionCount == 1 })
         do {
             _ = try await store.session(idle.id, of: .default)
             Issue.record("the idle session is still there")

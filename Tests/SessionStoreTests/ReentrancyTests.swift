@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import InlineExecution
 import Locking
+import Polling
 @testable import SessionStore
 import SheetCore
 import Testing
@@ -99,7 +100,7 @@ struct ReentrancyTests {
         }
         // 300 s only end a failure: the test's own task runs on the cooperative pool, which a
         // loaded machine may withhold from it for a long time.
-        #expect(await ClockedStoreTests.eventually(within: .seconds(300)) { executor.queuedJobCount == 1 })
+        #expect(await eventually(within: .seconds(300)) { executor.queuedJobCount == 1 })
         let intervening = Task(executorPreference: lane) {
             switch intervention {
             case .drag: _ = try? await store.apply(.drag(.detent(.medium)), to: created.id, of: .default)
@@ -107,7 +108,7 @@ struct ReentrancyTests {
             case .shutdown: await store.shutdown()
             }
         }
-        #expect(await ClockedStoreTests.eventually(within: .seconds(300)) { executor.queuedJobCount == 2 })
+        #expect(await eventually(within: .seconds(300)) { executor.queuedJobCount == 2 })
 
         // 3. Released, the shard runs them in that order. Had the poll parked after the
         //    intervention, only its deadline could answer it: it is passed here, so a poll that

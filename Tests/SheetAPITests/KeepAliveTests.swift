@@ -1,4 +1,5 @@
 @testable import HTTPServer
+import Polling
 import SessionStore
 import SheetAPI
 import SheetJSON
@@ -20,16 +21,6 @@ struct KeepAliveTests {
             bytes += buffer[0..<count].map { UInt8(bitPattern: $0) }
         }
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// Polls `condition` (20 s only end a failure).
-    static func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return true
     }
 
     @Test("an idle stream gets a keep-alive comment each time the interval has passed on the service's clock, not before")
@@ -54,7 +45,7 @@ struct KeepAliveTests {
             return
         }
         #expect(Self.take(stream).hasPrefix(": sheetd events of session"))
-        #expect(await Self.eventually { clock.sleeperCount == 1 })
+        #expect(await eventually { clock.sleeperCount == 1 })
 
         for round in 1...2 {
             clock.advance(by: .seconds(15) - .milliseconds(1))
@@ -62,11 +53,11 @@ struct KeepAliveTests {
             #expect(clock.sleeperCount == 1)
             #expect(stream.pendingWrites == 0, "round \(round): written before the interval had passed")
             clock.advance(by: .milliseconds(1))
-            #expect(await Self.eventually { stream.pendingWrites == 1 && clock.sleeperCount == 1 })
+            #expect(await eventually { stream.pendingWrites == 1 && clock.sleeperCount == 1 })
             #expect(Self.take(stream) == ": keep-alive\n\n")
         }
         // The stream closes (its client went): the keep-alive stops sleeping on the clock.
         stream.abandon()
-        #expect(await Self.eventually { clock.sleeperCount == 0 })
+        #expect(await eventually { clock.sleeperCount == 0 })
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Polling
 import PostgresStore
 import SessionStore
 import SheetCore
@@ -69,7 +70,7 @@ struct PostgresStoreFaultTests {
         try await offPool { try fixture.server.start() }
         #expect(await eventually { store.unavailableReason == nil })
         var served: SessionSnapshot?
-        _ = await eventually {
+        _ = await eventually(every: .milliseconds(20)) {   // each try asks PostgreSQL
             served = try? await store.session(created.id, of: .default)
             return served != nil
         }
@@ -77,14 +78,4 @@ struct PostgresStoreFaultTests {
         #expect(try await store.apply(.drag(.detent(.large)), to: created.id, of: .default, ifMatch: 2).session.sheet.version == 3)
         try await store.close()
     }
-}
-
-/// Waits until `condition` holds; false when `timeout` passes first (which only ends a failing test).
-func eventually(timeout: Duration = .seconds(30), _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return false
 }

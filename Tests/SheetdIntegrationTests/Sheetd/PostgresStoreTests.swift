@@ -1,3 +1,4 @@
+import Polling
 import PostgresStore
 import SessionStore
 import SheetCore
@@ -251,7 +252,7 @@ struct PostgresStoreTests {
         #expect(timers.sleeperCount == 1, "5 of the 6 s between passes")
         #expect(await store.phaseCounts() == [.presented: 1])
         timers.advance(by: .seconds(1))
-        #expect(await eventually { await store.phaseCounts()[.presented, default: 0] == 0 })
+        #expect(await eventually(every: .milliseconds(20)) { await store.phaseCounts()[.presented, default: 0] == 0 })
         sweeper.cancel()
         _ = await sweeper.value
         try await store.close()
