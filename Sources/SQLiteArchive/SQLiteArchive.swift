@@ -331,7 +331,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 continue
             case .write(let taken):
                 commit = taken
-                next = ArchiveCommit(expectedFollowers: batch.count)   // the next group is likely as large
+                next = ArchiveCommit(expectedFollowers: min(batch.count, 1024))   // the next group is likely as large
             }
             gathered = false
             pacing.finished(group: batch.count)
