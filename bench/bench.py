@@ -84,8 +84,9 @@ CALIBRATE_BURN_US = os.environ.get("BENCH_CALIBRATE_BURN_US", "").strip()
 CALIBRATE_BURN_US = float(CALIBRATE_BURN_US) if CALIBRATE_BURN_US else None
 MEMORY_COUNTS = [int(x) for x in os.environ.get("BENCH_MEMORY_SESSIONS", "100000,1000000").split(",") if x.strip()]
 RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "RESULTS.md"))
-SHEETD = os.environ.get("BENCH_SHEETD", os.path.join(ROOT, ".build", "release", "sheetd"))
-BASELINE = os.environ.get("BENCH_BASELINE", os.path.join(HERE, "baseline-server"))
+# Absolute: callgrind.py starts the servers in a directory of their own.
+SHEETD = os.path.abspath(os.environ.get("BENCH_SHEETD", os.path.join(ROOT, ".build", "release", "sheetd")))
+BASELINE = os.path.abspath(os.environ.get("BENCH_BASELINE", os.path.join(HERE, "baseline-server")))
 SELFTEST_SIZES = (env_int("BENCH_BODY_SIZE", 480), env_int("BENCH_GET_SIZE", 390), env_int("BENCH_CREATE_SIZE", 390))
 
 ALL_WORKLOADS = {
