@@ -826,7 +826,7 @@ set style fill solid 0.8 border -1
 set xtics rotate by -20 nomirror
 set grid ytics
 set yrange [0:*]
-set key top right
+set key outside top center horizontal
 set ylabel "requests/s"
 set title "throughput (median over rounds)"
 plot "{data}" using 2:xtic(1) title "sheetd (or durable)", "" using 3 title "baseline (or in memory)"
