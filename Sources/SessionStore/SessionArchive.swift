@@ -195,18 +195,18 @@ public final class ArchiveCommit: Sendable {
         var followers: [@Sendable (_ committed: Bool) -> Void] = []
     }
 
-    private let state = LockedValue(State())
+    private let state: LockedValue<State>
     /// The outcome, read without the lock on the fast path (a commit already done, or the
     /// volatile archive); set once, after `state`, with releasing order.
     private let outcome = Atomic<UInt8>(Outcome.pending.rawValue)
 
-    public init() {}
-
     /// A commit expecting about `followers` callbacks: room for them is made once, instead of
     /// the list growing by doubling as a group's requests arrive, each step a fresh block (and,
     /// past a kilobyte, one glibc serves from its slower bins).
-    public init(expectedFollowers followers: Int) {
-        state.withLock { $0.followers.reserveCapacity(followers) }
+    public init(expectedFollowers followers: Int = 0) {
+        var state = State()
+        state.followers.reserveCapacity(followers)
+        self.state = LockedValue(state)
     }
 
     /// A commit that is already complete: what an archive that keeps nothing returns.
