@@ -1,12 +1,19 @@
-/// Polls `condition` every `interval` until it holds: true then, false once `bound` has passed.
-/// The bound only ends a failing test; a passing one never waits for it, so no test depends on
-/// how fast the machine is. One copy for every test target that waits for another thread.
-public func eventually(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
-                       _ condition: () async -> Bool) async -> Bool {
+/// Tries `attempt` every `interval` until it gives a value: that value, or nil once `bound` has
+/// passed. The bound only ends a failing test; a passing one never waits for it, so no test
+/// depends on how fast the machine is. One copy for every test target that waits for another
+/// thread (a shard still busy, a callback not run yet).
+public func retried<Value>(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
+                           _ attempt: () async throws -> Value?) async rethrows -> Value? {
     let deadline = ContinuousClock.now + bound
-    while await !condition() {
-        guard ContinuousClock.now < deadline else { return false }
+    while true {
+        if let value = try await attempt() { return value }
+        guard ContinuousClock.now < deadline else { return nil }
         try? await Task.sleep(for: interval)
     }
-    return true
+}
+
+/// Polls `condition` (as `retried` does) until it holds: true then, false once `bound` has passed.
+public func eventually(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
+                       _ condition: () async -> Bool) async -> Bool {
+    await retried(within: bound, every: interval) { await condition() ? true : nil } ?? false
 }

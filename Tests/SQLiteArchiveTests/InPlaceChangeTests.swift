@@ -77,12 +77,7 @@ struct InPlaceChangeTests {
     /// `body` (a change or read in place) once the shard is idle: right after an await, the turn
     /// that ended it may still be leaving the shard (nil: nothing done).
     static func inPlace<Value>(_ body: () -> InPlace<Value>?) async throws -> InPlace<Value> {
-        let deadline = ContinuousClock.now + .seconds(30)   // only ends a failure
-        while ContinuousClock.now < deadline {
-            if let done = body() { return done }
-            try await Task.sleep(for: .milliseconds(1))
-        }
-        return try #require(body(), "the shard stayed busy")
+        try #require(await retried { body() }, "the shard stayed busy")
     }
 
     static func seqs(_ store: SessionStore, _ id: SessionID, after: UInt64 = 0) async throws -> [UInt64] {

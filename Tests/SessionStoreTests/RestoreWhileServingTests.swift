@@ -1,3 +1,4 @@
+import Polling
 import SessionStore
 import SheetCore
 import Testing
@@ -27,11 +28,7 @@ struct RestoreWhileServingTests {
 
     /// Returns once `count` calls are parked waiting for the restore; the deadline only ends a failure.
     static func parked(_ count: Int, on store: SessionStore) async throws {
-        let deadline = ContinuousClock.now + .seconds(30)
-        while store.callsAwaitingRestore < count {
-            try #require(ContinuousClock.now < deadline, "no call waited for the restore")
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        try #require(await eventually { store.callsAwaitingRestore >= count }, "no call waited for the restore")
     }
 
     @Test func aSessionAskedForBeforeItIsReadIsAnsweredOnceItIs() async throws {

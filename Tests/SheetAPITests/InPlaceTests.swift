@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import Locking
+import Polling
 import SessionStore
 import SheetAPI
 import SheetJSON
@@ -16,15 +17,14 @@ struct InPlaceTests {
         HTTPRequest(head: HTTPRequestHead(method: method, path: path, headers: headers), body: Array(body.utf8))
     }
 
-    /// `respond` again until the shard it needs is idle (declined until then) or `deadline`,
-    /// which only ends a failure.
-    private static func takenOnceIdle(_ deadline: ContinuousClock.Instant, _ respond: () -> InPlaceAnswer) async throws -> InPlaceAnswer {
-        var taken = respond()
-        while case .declined = taken, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(1))
-            taken = respond()
-        }
-        return taken
+    /// `respond` again until the shard it needs is idle (declined until then); `.declined` when
+    /// it stays busy past `retried`'s bound, which only ends a failure.
+    private static func takenOnceIdle(_ respond: () -> InPlaceAnswer) async -> InPlaceAnswer {
+        await retried { () -> InPlaceAnswer? in
+            let taken = respond()
+            if case .declined = taken { return nil }
+            return taken
+        } ?? .declined
     }
 
     /// `respondInPlace(to:later:)` for a store that never makes an answer wait: the answer given
@@ -124,13 +124,14 @@ struct InPlaceTests {
 
         let drag = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#)
         // The shard is idle once the create's last turn on it has ended (declined: nothing applied).
-        let deadline = ContinuousClock.now + .seconds(30)   // only ends a failure
-        let taken = try await Self.takenOnceIdle(deadline) { service.respondInPlace(to: drag, later: later) }
+        let taken = await Self.takenOnceIdle { service.respondInPlace(to: drag, later: later) }
         let answer: HTTPResponse
         switch taken {
         case .deferred:
-            while given.withLock({ $0.isEmpty }) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-            let answers = given.withLock { $0 }
+            let answers = await retried { () -> [HTTPResponse]? in
+                let answers = given.withLock { $0 }
+                return answers.isEmpty ? nil : answers
+            } ?? []
             #expect(answers.count == 1)
             answer = try #require(answers.first)
         case .answered(let now):
@@ -149,7 +150,7 @@ struct InPlaceTests {
         #expect(Self.member(session, "detent") == .string("medium"))
         // Its GET, with nothing outstanding once the drag was answered, is answered at once.
         let get = Self.request(.get, "/sessions/\(id)")
-        let reading = try await Self.takenOnceIdle(deadline) { service.respondInPlace(to: get, later: later) }
+        let reading = await Self.takenOnceIdle { service.respondInPlace(to: get, later: later) }
         guard case .answered(let read) = reading else {
             Issue.record("a durable GET with nothing outstanding was not answered in place")
             return
