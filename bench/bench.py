@@ -186,6 +186,27 @@ class Server:
             fields = f.read().rsplit(")", 1)[1].split()
         return int(fields[11]), int(fields[12])  # utime, stime (fields 14 and 15 of stat)
 
+    def thread_ticks(self):
+        """CPU ticks (user + system) so far by thread name (`/proc/PID/task/*/comm`): threads
+        that share a name (libmicrohttpd's workers) are summed; a thread that ended meanwhile is
+        missing from the later reading, so only the difference of two readings is meaningful."""
+        ticks = {}
+        base = f"/proc/{self.proc.pid}/task"
+        try:
+            tids = os.listdir(base)
+        except OSError:
+            return ticks
+        for tid in tids:
+            try:
+                with open(f"{base}/{tid}/comm") as f:
+                    name = f.read().strip()
+                with open(f"{base}/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue   # the thread ended between the listing and the reading
+            ticks[name] = ticks.get(name, 0) + int(fields[11]) + int(fields[12])
+        return ticks
+
     def rss_bytes(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
@@ -392,9 +413,11 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
         commands.append("wrk: " + shlex.join(cmd))
     server.trim_log()
     log0 = server.log_bytes()
+    t0 = server.thread_ticks()
     m0, w0, (u0, s0) = machine_busy_ticks(), children_cpu_s(), server.cpu_ticks()
     p = subprocess.run(cmd, capture_output=True, text=True)
     (u1, s1), w1, m1 = server.cpu_ticks(), children_cpu_s(), machine_busy_ticks()
+    t1 = server.thread_ticks()
     server.check_alive()
     m = re.search(r"^BENCH_RESULT (\{.*\})$", p.stdout, re.M)
     if p.returncode != 0 or not m:
@@ -407,6 +430,10 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
     r["cpu_s"] = (u1 - u0 + s1 - s0) / CLK_TCK
     r["cpu_us_per_req"] = r["cpu_s"] * 1e6 / reqs
     r["user_us_per_req"] = (u1 - u0) / CLK_TCK * 1e6 / reqs
+    # By thread name: which threads a durable drag's extra CPU runs on (request threads, the
+    # archive's writer, its checkpointer). Threads that used nothing in the run are left out.
+    r["thread_us_per_req"] = {name: (t1[name] - t0.get(name, 0)) / CLK_TCK * 1e6 / reqs
+                              for name in t1 if t1[name] > t0.get(name, 0)}
     r["cpu_cores"] = r["cpu_s"] / secs
     r["wrk_cores"] = (w1 - w0) / secs
     # CPU the rest of the machine used meanwhile (other jobs): when it is not ~0 the round
@@ -599,6 +626,9 @@ def main():
                     "errors": sum(r["error_count"] for r in rs),
                     "stderr_bytes_per_req": median(r["stderr_bytes_per_req"] for r in rs),
                     "other_cores": median(r["other_cores"] for r in rs),
+                    # Medians by thread name; a name missing from a round counts as 0 there.
+                    "thread_us_per_req": {name: median(r["thread_us_per_req"].get(name, 0.0) for r in rs)
+                                          for name in sorted({n for r in rs for n in r["thread_us_per_req"]})},
                 }
             summary["ratio_rps"] = median(row["ratio_rps"] for row in rounds)
             summary["ratio_p99"] = median(row["ratio_p99"] for row in rounds)
@@ -905,6 +935,27 @@ def report(res, a_label):
                      f"{fmt_us(B['latency_us']['p99.9'])} | {A['cpu_us_per_req']:.1f} | {B['cpu_us_per_req']:.1f} | "
                      f"{A['error_count']}/{B['error_count']} | {A['other_cores']:.2f}/{B['other_cores']:.2f} |")
     L.append("")
+
+    dur = res.get("durable")
+    if dur and dur["a"].get("thread_us_per_req") is not None:
+        L.append("## Durable drag-c64: CPU per request by thread (medians over rounds)\n")
+        L.append("From `/proc/PID/task/*/stat` before and after each run, summed by thread name, ÷ requests. "
+                 "`MHD-worker` are libmicrohttpd's request threads (routing, the change in place, rendering; "
+                 "for a durable drag also suspending the connection and answering it once resumed); "
+                 "`sheetd-archive` is the durable store's writer (SQLite's inserts and commits, then resuming "
+                 "each suspended connection of the group); `sheetd-checkpoi` copies the WAL back; the rest are "
+                 "the main thread and Swift's concurrency pool. Names are cut to 15 characters, as the kernel keeps them.\n")
+        L.append(f"| thread | {dur['labels']['a']} µs/req | {dur['labels']['b']} µs/req | difference |")
+        L.append("|---|---:|---:|---:|")
+        ta, tb = dur["a"]["thread_us_per_req"], dur["b"]["thread_us_per_req"]
+        for name in sorted(set(ta) | set(tb), key=lambda n: -max(ta.get(n, 0.0), tb.get(n, 0.0))):
+            x, y = ta.get(name, 0.0), tb.get(name, 0.0)
+            if max(x, y) < 0.05:
+                continue
+            L.append(f"| {name} | {x:.2f} | {y:.2f} | {x - y:+.2f} |")
+        L.append(f"| all | {dur['a']['cpu_us_per_req']:.2f} | {dur['b']['cpu_us_per_req']:.2f} | "
+                 f"{dur['a']['cpu_us_per_req'] - dur['b']['cpu_us_per_req']:+.2f} |")
+        L.append("")
 
     cal = res.get("calibration")
     d64 = res["workloads"].get("drag-c64")
