@@ -117,6 +117,14 @@ def log(msg):
 
 # ---------------------------------------------------------------------------------------------
 # Servers
+def stat_cpu_ticks(path):
+    """(user, system) CPU ticks from a `/proc/.../stat` file: fields 14 and 15, counted after the
+    command name, which may itself hold spaces and parentheses."""
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
+
+
 class Server:
     def __init__(self, name, argv, cwd=None):
         self.name, self.argv, self.cwd = name, argv, cwd
@@ -182,9 +190,7 @@ class Server:
 
     def cpu_ticks(self):
         """(user, system) CPU ticks of the server so far."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]), int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        return stat_cpu_ticks(f"/proc/{self.proc.pid}/stat")
 
     def thread_ticks(self):
         """CPU ticks (user + system) so far by thread name (`/proc/PID/task/*/comm`): threads
@@ -200,11 +206,10 @@ class Server:
             try:
                 with open(f"{base}/{tid}/comm") as f:
                     name = f.read().strip()
-                with open(f"{base}/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                user, system = stat_cpu_ticks(f"{base}/{tid}/stat")
             except OSError:
                 continue   # the thread ended between the listing and the reading
-            ticks[name] = ticks.get(name, 0) + int(fields[11]) + int(fields[12])
+            ticks[name] = ticks.get(name, 0) + user + system
         return ticks
 
     def rss_bytes(self):

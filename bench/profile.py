@@ -47,12 +47,6 @@ def task_switches(pid):
     return voluntary, involuntary
 
 
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]), int(fields[12])
-
-
 def suspensions(server):
     with urllib.request.urlopen(server.url + "/metrics", timeout=10) as answer:
         text = answer.read().decode()
@@ -71,11 +65,11 @@ def wrk(server, path=None, script=None, args=()):
 
 def measure(server, cmd, extra=None):
     pid = server.proc.pid
-    (u0, s0), (v0, i0) = cpu_ticks(pid), task_switches(pid)
+    (u0, s0), (v0, i0) = server.cpu_ticks(), task_switches(pid)
     start = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     elapsed = time.monotonic() - start
-    (u1, s1), (v1, i1) = cpu_ticks(pid), task_switches(pid)
+    (u1, s1), (v1, i1) = server.cpu_ticks(), task_switches(pid)
     server.check_alive()
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
