@@ -270,6 +270,10 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         thread.start()
     }
 
+    /// The most follower slots the writer reserves in the next commit: a burst of queued creates
+    /// must not make every later commit reserve a large block.
+    private static let followersReservedAtMost = 1024
+
     /// What the writer does next.
     private enum Turn {
         case stop
@@ -331,7 +335,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                 continue
             case .write(let taken):
                 commit = taken
-                next = ArchiveCommit(expectedFollowers: min(batch.count, 1024))   // the next group is likely as large
+                next = ArchiveCommit(expectedFollowers: min(batch.count, Self.followersReservedAtMost))   // the next group is likely as large
             }
             gathered = false
             pacing.finished(group: batch.count)
