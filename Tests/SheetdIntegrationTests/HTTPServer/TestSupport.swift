@@ -1,6 +1,7 @@
 import Dispatch
 @testable import HTTPServer
 import Locking
+import Polling
 import Synchronization
 import Testing
 import Timekeeping
@@ -28,14 +29,9 @@ final class Probe: Sendable {
     func heldStream(_ id: String) -> HTTPStream? { state.withLock { $0.heldStreams[id] } }
     func heldAnswer(_ id: String) -> DeferredAnswer? { state.withLock { $0.heldAnswers[id] } }
 
-    /// Polls `condition` for up to `timeout`.
+    /// Polls `condition` for up to `timeout` (`eventually`, every 10 ms).
     func wait(for timeout: Duration = .seconds(5), _ condition: (Probe) -> Bool) async -> Bool {
-        let end = ContinuousClock.now + timeout
-        while ContinuousClock.now < end {
-            if condition(self) { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition(self)
+        await eventually(within: timeout, every: .milliseconds(10)) { condition(self) }
     }
 }
 
