@@ -22,12 +22,16 @@ import Darwin
 /// MHD_AccessHandlerCallback. `cls` is the ServerCore (retained by HTTPServer while the daemon runs).
 let accessHandlerCallback: MHD_AccessHandlerCallback = { cls, connection, url, method, version, uploadData, uploadDataSize, conCls in
     guard let cls, let connection, let uploadDataSize, let conCls else { return MHD_Result.NO }
-    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
-    if let existing = conCls.pointee {
-        let context = Unmanaged<RequestContext>.fromOpaque(existing).takeUnretainedValue()
-        return core.continueRequest(context, uploadData: uploadData, uploadDataSize: uploadDataSize)
+    // Borrowed, not retained: the server outlives its daemon's callbacks, and a retain of the one
+    // object every request thread shares moves its cache line between cores on every call.
+    return Unmanaged<ServerCore>.fromOpaque(cls)._withUnsafeGuaranteedRef { core in
+        if let existing = conCls.pointee {
+            return Unmanaged<RequestContext>.fromOpaque(existing)._withUnsafeGuaranteedRef { context in
+                core.continueRequest(context, uploadData: uploadData, uploadDataSize: uploadDataSize)
+            }
+        }
+        return core.beginRequest(connection: connection, url: url, method: method, version: version, conCls: conCls)
     }
-    return core.beginRequest(connection: connection, url: url, method: method, version: version, conCls: conCls)
 }
 
 /// MHD_RequestCompletedCallback: called for every request whose handler ran, also when the client
@@ -35,11 +39,10 @@ let accessHandlerCallback: MHD_AccessHandlerCallback = { cls, connection, url, m
 let requestCompletedCallback: MHD_RequestCompletedCallback = { cls, _, conCls, toe in
     guard let cls, let conCls, let raw = conCls.pointee else { return }
     conCls.pointee = nil
-    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
     // Balances the passRetained in `beginRequest`.
     let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
     // 0: MHD_REQUEST_TERMINATED_COMPLETED_OK (a plain C enum in Swift)
-    core.requestCompleted(context, normally: toe.rawValue == 0)
+    Unmanaged<ServerCore>.fromOpaque(cls)._withUnsafeGuaranteedRef { $0.requestCompleted(context, normally: toe.rawValue == 0) }
 }
 
 /// MHD_NotifyConnectionCallback: counts open connections and tracks each one's request-receive
@@ -220,15 +223,17 @@ extension ServerCore {
     private func suspendAndRespond(_ context: RequestContext) -> MHD_Result {
         let request = HTTPRequest(head: context.head, body: context.body)
         context.body = []
-        let responder = self.responder
         context.core = self
-        switch responder.respondInPlace(to: request, later: DeferredAnswer(context)) {
+        // `responder` is read in place, not copied: a copy retains the one service object every
+        // request thread shares. Only the task below keeps a copy.
+        switch self.responder.respondInPlace(to: request, later: DeferredAnswer(context)) {
         case .answered(let answer):
             context.machine.answeredInPlace()
             return queue(answer, for: context)
         case .deferred:
             break
         case .declined:
+            let responder = self.responder
             context.runInline {
                 Task.immediate(executorPreference: context) {
                     let response = await responder.respond(to: request)

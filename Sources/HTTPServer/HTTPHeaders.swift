@@ -151,26 +151,9 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, C
     /// Calls `body` with the value of each field named `name` (case-insensitively), in order,
     /// until it returns false.
     func forEach(named name: String, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
-        guard let storage = storage?.object else { return }
+        guard storage != nil else { return }
         var name = name
-        name.withUTF8 { wanted in
-            storage.withUnsafeMutablePointers { counts, bytes in
-                // One pass over the raw bytes: a name of another length costs one load and a compare.
-                let end = counts.pointee.used
-                var offset = 0
-                while offset < end {
-                    let field = UnsafeRawPointer(bytes + offset)
-                    let nameLength = Int(field.loadUnaligned(as: UInt32.self))
-                    let valueLength = Int(field.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
-                    let nameStart = UnsafePointer(bytes + offset + Self.prefixSize)
-                    offset += Self.prefixSize + nameLength + 1 + valueLength + 1
-                    guard nameLength == wanted.count,
-                          String.asciiCaseInsensitiveEquals(UnsafeBufferPointer(start: nameStart, count: nameLength), wanted)
-                    else { continue }
-                    if !body(UnsafeBufferPointer(start: nameStart + nameLength + 1, count: valueLength)) { return }
-                }
-            }
-        }
+        name.withUTF8 { wanted in storage?.object.forEachValue(named: wanted, body) }
     }
 
     /// Appends one field. Names and values are stored NUL-terminated for libmicrohttpd (which reads
@@ -267,6 +250,28 @@ final class FieldBytes: ManagedBuffer<FieldBytes.Counts, UInt8> {
 
     static func make(capacity: Int) -> FieldBytes {
         unsafeDowncast(FieldBytes.create(minimumCapacity: capacity) { _ in Counts(room: capacity) }, to: FieldBytes.self)
+    }
+
+    /// Calls `body` with the value of each field named `wanted` (case-insensitively), in order,
+    /// until it returns false. (A method of the storage, so that `HTTPHeaders` calls it on the
+    /// reference it holds, borrowed, instead of retaining a copy for each lookup.)
+    func forEachValue(named wanted: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        withUnsafeMutablePointers { counts, bytes in
+            // One pass over the raw bytes: a name of another length costs one load and a compare.
+            let end = counts.pointee.used
+            var offset = 0
+            while offset < end {
+                let field = UnsafeRawPointer(bytes + offset)
+                let nameLength = Int(field.loadUnaligned(as: UInt32.self))
+                let valueLength = Int(field.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
+                let nameStart = UnsafePointer(bytes + offset + HTTPHeaders.prefixSize)
+                offset += HTTPHeaders.prefixSize + nameLength + 1 + valueLength + 1
+                guard nameLength == wanted.count,
+                      String.asciiCaseInsensitiveEquals(UnsafeBufferPointer(start: nameStart, count: nameLength), wanted)
+                else { continue }
+                if !body(UnsafeBufferPointer(start: nameStart + nameLength + 1, count: valueLength)) { return }
+            }
+        }
     }
 
     /// The field starting at `offset`: its name and value (without their NULs) and where the next

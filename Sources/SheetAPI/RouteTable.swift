@@ -35,6 +35,11 @@ package enum RouteTable {
         .handlers("/playground.css", WebPage.playgroundStyle.handler),
     ]
 
+    /// `entries` without their reference counts, for what every request reads of them
+    /// (`Route.withEntry`): the table keeps its entries for the life of the process, and a retain
+    /// of an entry that every request thread reads moves its cache line between cores.
+    static let borrowed: [Unmanaged<RouteEntry>] = entries.map { Unmanaged.passUnretained($0) }
+
     /// Each action route's body decoder, for the fuzzers.
     package static var actionDecoders: [@Sendable ([UInt8]) throws(APIError) -> SheetAction] {
         entries.compactMap { entry in

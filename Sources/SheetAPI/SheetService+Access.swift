@@ -10,7 +10,8 @@ extension SheetService {
     /// nil when the request may go on to its route; else the refusal (401, 403 or 429), which
     /// changes nothing. Every route declares what it needs (`Route.requiredAccess`).
     func admit(_ head: HTTPRequestHead, route: Route) -> HTTPResponse? {
-        let required = route.entry.requiredAccess(for: effectiveMethod(head))
+        let method = effectiveMethod(head)
+        let required = route.withEntry { $0.requiredAccess(for: method) }
         if required == .open { return nil }
         let bucket: RateLimiter.BucketName
         switch access.callers {
@@ -40,8 +41,9 @@ extension SheetService {
     /// tenant. With keys the caller was admitted at entry; its key is looked up again here (a
     /// key removed by a reload since then is refused now).
     func tenant(of head: HTTPRequestHead, route: Route) throws(APIError) -> Tenant {
-        guard case .keys(let ring) = access.callers,
-              route.entry.requiredAccess(for: effectiveMethod(head)) != .open else { return .default }
+        guard case .keys(let ring) = access.callers else { return .default }
+        let method = effectiveMethod(head)
+        guard route.withEntry({ $0.requiredAccess(for: method) }) != .open else { return .default }
         switch ring.caller(authorization: head.headers["Authorization"]) {
         case .success(let caller): return Tenant(caller.tenant)
         case .failure(let refusal): throw Self.error(for: AccessRefusal(refusal))

@@ -172,7 +172,7 @@ public final class SheetService: HTTPResponder {
         do throws(APIError) {
             let route = try self.route(of: request.head)
             let tenant = try self.tenant(of: request.head, route: route)
-            guard case .action(let decode) = route.entry.answer else { return .route(route, tenant) }
+            guard case .action(let decode) = route.withEntry(\.answer) else { return .route(route, tenant) }
             let id = try sessionID(route)
             let asked: ActionRequest
             do { asked = try actionRequest(decode, request) } catch { return .refuse(id, tenant, error) }
@@ -189,7 +189,8 @@ public final class SheetService: HTTPResponder {
         guard let route = Route(tag: head.tag, path: head.path) else {
             throw APIError(.routeNotFound, "There is no route \(head.path); see /openapi.yaml for the API.")
         }
-        guard route.entry.allowedMethods.contains(effectiveMethod(head)) else { throw methodNotAllowed(route, method: head.method.rawValue) }
+        let method = effectiveMethod(head)
+        guard route.withEntry({ $0.allowedMethods.contains(method) }) else { throw methodNotAllowed(route, method: head.method.rawValue) }
         return route
     }
 

@@ -35,12 +35,16 @@ final class ConfigurationRendering: Sendable {
 /// two members first, then by `SheetConfiguration`'s `==` (the same storage, else equal members),
 /// and made the second time its configuration misses lately.
 enum ConfigurationRenderings {
-    private static let slots = LockedValue(RecentSlots<ConfigurationRendering>(capacity: 32, seenCount: 32))
+    /// Each thread keeps its own: every drag and read looks here, and a lock shared by the
+    /// request threads (with the reference counts of the renderings it hands out) moved its cache
+    /// lines between cores on every one. A thread makes a rendering of its own the second time a
+    /// configuration misses there.
+    private static let slots = PerThread { RecentSlots<ConfigurationRendering>(capacity: 32, seenCount: 32) }
 
     /// The rendering of `configuration`, or nil when it is not worth making (yet).
     static func rendering(of configuration: SheetConfiguration) -> ConfigurationRendering? {
         let fingerprint = fingerprint(configuration)
-        let (found, missedLately): (ConfigurationRendering?, Bool) = slots.withLock { slots in
+        let (found, missedLately) = slots.withValue { slots -> (ConfigurationRendering?, Bool) in
             if let index = slots.index(of: fingerprint, where: { $0.configuration == configuration }) {
                 return (slots[index], false)
             }
@@ -48,13 +52,8 @@ enum ConfigurationRenderings {
         }
         if let found { return found }
         guard missedLately else { return nil }
-        let made = ConfigurationRendering(configuration)   // rendered outside the lock
-        let replaced: ConfigurationRendering? = slots.withLock { slots in
-            // Another thread may have made the same one meanwhile.
-            if slots.index(of: fingerprint, where: { $0.configuration == configuration }) != nil { return nil }
-            return slots.insert(made, fingerprint: fingerprint)
-        }
-        _ = replaced   // released here, after the lock
+        let made = ConfigurationRendering(configuration)   // rendered outside the access to the slots
+        slots.withValue { _ = $0.insert(made, fingerprint: fingerprint) }
         return made
     }
 
