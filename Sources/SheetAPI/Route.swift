@@ -161,10 +161,10 @@ package struct Route: Sendable, Equatable {
     package var entry: RouteEntry { RouteTable.entries[index] }
     package var template: String { withEntry(\.template) }
 
-    /// Calls `body` with the route's entry, borrowed (see `RouteTable.borrowed`): what the
-    /// request path reads of it on every request.
+    /// Calls `body` with the route's entry, borrowed (`RouteTable.withEntry`): what the request
+    /// path reads of it on every request.
     func withEntry<Result>(_ body: (RouteEntry) throws -> Result) rethrows -> Result {
-        try RouteTable.borrowed[index]._withUnsafeGuaranteedRef(body)
+        try RouteTable.withEntry(at: index, body)
     }
 
     /// The route `preflight` found for a request (its index, kept in the head's `tag`), else
@@ -172,9 +172,8 @@ package struct Route: Sendable, Equatable {
     package init?(tag: Int, path: String) {
         // The tagged entry is matched again (one entry, not the whole table): a tag is trusted
         // only for the path it was found for.
-        let entries = RouteTable.borrowed
-        guard tag >= 0, tag < entries.count,
-              let idRange = path.utf8.withContiguousStorageIfAvailable({ bytes in entries[tag]._withUnsafeGuaranteedRef { $0.match(bytes) } }) ?? nil else {
+        guard tag >= 0, tag < RouteTable.entries.count,
+              let idRange = path.utf8.withContiguousStorageIfAvailable({ bytes in RouteTable.withEntry(at: tag) { $0.match(bytes) } }) ?? nil else {
             self.init(path: path)
             return
         }
@@ -200,9 +199,8 @@ package struct Route: Sendable, Equatable {
 
     /// The first entry whose template matches, and the byte range of its `{id}` (empty if none).
     private static func find(_ path: UnsafeBufferPointer<UInt8>) -> (Int, Range<Int>)? {
-        let entries = RouteTable.borrowed
-        for index in entries.indices {
-            if let id = entries[index]._withUnsafeGuaranteedRef({ $0.match(path) }) { return (index, id) }
+        for index in RouteTable.entries.indices {
+            if let id = RouteTable.withEntry(at: index, { $0.match(path) }) { return (index, id) }
         }
         return nil
     }

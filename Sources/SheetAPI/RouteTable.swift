@@ -36,9 +36,14 @@ package enum RouteTable {
     ]
 
     /// `entries` without their reference counts, for what every request reads of them
-    /// (`Route.withEntry`): the table keeps its entries for the life of the process, and a retain
-    /// of an entry that every request thread reads moves its cache line between cores.
-    static let borrowed: [Unmanaged<RouteEntry>] = entries.map { Unmanaged.passUnretained($0) }
+    /// (`withEntry`): the table keeps its entries for the life of the process, and a retain of an
+    /// entry that every request thread reads moves its cache line between cores.
+    private static let borrowed: [Unmanaged<RouteEntry>] = entries.map { Unmanaged.passUnretained($0) }
+
+    /// Calls `body` with entry `index`, borrowed: no reference count changes.
+    static func withEntry<Result>(at index: Int, _ body: (RouteEntry) throws -> Result) rethrows -> Result {
+        try borrowed[index]._withUnsafeGuaranteedRef(body)
+    }
 
     /// Each action route's body decoder, for the fuzzers.
     package static var actionDecoders: [@Sendable ([UInt8]) throws(APIError) -> SheetAction] {
