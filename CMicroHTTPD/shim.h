@@ -124,7 +124,6 @@ static inline void sheetd_log_trampoline(void *cls, const char *fmt, va_list ap)
 }
 
 struct sheetd_daemon_options {
-    int listen_fd;
     unsigned int extra_flags;         /* ORed into the fixed flags below */
     unsigned int thread_pool_size;    /* <= 1: a single internal thread */
     unsigned int connection_timeout;  /* seconds, 0 = none */
@@ -156,15 +155,14 @@ static inline size_t sheetd_keep_escapes(void *cls, struct MHD_Connection *conne
 }
 
 /*
- * Starts a daemon on an already listening socket with
- * MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, and MHD_USE_TLS
- * (libmicrohttpd's GnuTLS) when a certificate and key are given.
+ * Starts a daemon without a listening socket of its own (connections come through
+ * sheetd_accept_one) with MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+ * MHD_USE_ERROR_LOG, and MHD_USE_TLS (libmicrohttpd's GnuTLS) when a certificate and key are given.
  * Options are passed as one MHD_OPTION_ARRAY so zero-valued ones can be left out.
  */
 static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_options *o) {
     struct MHD_OptionItem items[16];
     unsigned int n = 0;
-    items[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, (intptr_t)o->listen_fd, NULL };
     if (o->thread_pool_size > 1)
         items[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)o->thread_pool_size, NULL };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->connection_timeout, NULL };
@@ -178,7 +176,7 @@ static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_
         items[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)o->uri_log, o->uri_log_cls };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)&sheetd_keep_escapes, NULL };
     unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG
-                         | o->extra_flags;
+                         | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | o->extra_flags;
     if (o->tls_certificate != NULL && o->tls_key != NULL) {
         flags |= MHD_USE_TLS;
         items[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_certificate };
@@ -191,10 +189,63 @@ static inline struct MHD_Daemon *sheetd_start_daemon(const struct sheetd_daemon_
                             MHD_OPTION_ARRAY, items, MHD_OPTION_END);
 }
 
-/* The port the daemon listens on (MHD_DAEMON_INFO_BIND_PORT), or 0. */
-static inline int sheetd_daemon_port(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return info == NULL ? 0 : (int)info->port;
+/* sheetd_accept_one outcomes */
+enum {
+    SHEETD_ACCEPT_ADDED = 0,            /* accepted and handed to the daemon */
+    SHEETD_ACCEPT_REFUSED = 1,          /* accepted; the daemon refused it and closed it */
+    SHEETD_ACCEPT_NONE = 2,             /* nothing waiting (EAGAIN) */
+    SHEETD_ACCEPT_AGAIN = 3,            /* this one failed (it was aborted, EINTR...): try the next */
+    SHEETD_ACCEPT_OUT_OF_RESOURCES = 4, /* EMFILE, ENFILE, ENOBUFS, ENOMEM: wait before the next */
+    SHEETD_ACCEPT_BROKEN = 5            /* the listening socket itself failed (EBADF, EINVAL...) */
+};
+
+/*
+ * Accepts one connection on the non-blocking listening socket and hands it to the daemon
+ * (MHD_add_connection, which closes it if it refuses it: a client over its per-address limit,
+ * or no memory). *err is the errno of a failure, else 0.
+ */
+static inline int sheetd_accept_one(struct MHD_Daemon *daemon, int listen_fd, int *err) {
+    struct sockaddr_storage address;
+    socklen_t length = sizeof address;
+    *err = 0;
+    int fd = accept4(listen_fd, (struct sockaddr *)&address, &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+        *err = errno;
+        switch (errno) {
+        case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+        case EWOULDBLOCK:
+#endif
+            return SHEETD_ACCEPT_NONE;
+        case EMFILE: case ENFILE: case ENOBUFS: case ENOMEM:
+            return SHEETD_ACCEPT_OUT_OF_RESOURCES;
+        case EBADF: case EINVAL: case ENOTSOCK: case EOPNOTSUPP: case EFAULT:
+            return SHEETD_ACCEPT_BROKEN;
+        default: /* ECONNABORTED, EINTR, EPROTO, EPERM (a firewall), network errors of the peer */
+            return SHEETD_ACCEPT_AGAIN;
+        }
+    }
+    if (MHD_add_connection(daemon, fd, (const struct sockaddr *)&address, length) != MHD_YES) {
+        *err = errno;
+        return SHEETD_ACCEPT_REFUSED;
+    }
+    return SHEETD_ACCEPT_ADDED;
+}
+
+/* Waits until the listening socket has a connection (1) or the wake descriptor was written (2,
+ * drained); listen_fd < 0 waits for the wake descriptor alone, timeout_ms < 0 for ever.
+ * 0 on timeout or EINTR, -1 on other errors. */
+static inline int sheetd_accept_wait(int listen_fd, int wake_fd, int timeout_ms) {
+    struct pollfd fds[2] = { { wake_fd, POLLIN, 0 }, { listen_fd, POLLIN, 0 } };
+    int n = poll(fds, listen_fd < 0 ? 1 : 2, timeout_ms);
+    if (n < 0) return errno == EINTR ? 0 : -1;
+    if (fds[0].revents != 0) {
+        uint64_t value;
+        ssize_t got = read(wake_fd, &value, sizeof value);
+        (void)got;
+        return 2;
+    }
+    return (n > 0) ? 1 : 0;
 }
 
 /* ---- connection ------------------------------------------------------------------------ */

@@ -20,6 +20,7 @@ public final class HTTPServer: Sendable {
     // the `lifecycle` mutex while running, and exactly one shutdown takes it out and frees them.
     private struct Running: @unchecked Sendable {
         let daemon: OpaquePointer
+        /// Ours, not libmicrohttpd's: closed in `stop` as soon as the accept loop has ended.
         let listenFD: Int32
         /// passRetained in `start()`; released in `stop` after MHD_stop_daemon returned (no
         /// callback can run any more then).
@@ -32,6 +33,8 @@ public final class HTTPServer: Sendable {
         let sweeper: PlainThread
         /// The socket watcher's thread (`SocketWatcher.run`), ended after MHD_stop_daemon.
         let watcherThread: PlainThread
+        /// The accept loop's thread (`ConnectionAcceptor.run`), ended first at shutdown.
+        let acceptorThread: PlainThread
     }
 
     private enum Lifecycle: Sendable {
@@ -87,6 +90,9 @@ public final class HTTPServer: Sendable {
     /// Sockets lingering after an early answer now (tests: lingering's time bound).
     var lingeringConnections: Int { core.watcher.lingeringCount }
 
+    /// Connections the accept loop handed to libmicrohttpd and not yet closed (tests).
+    var admittedConnections: Int { core.acceptor.admittedConnections }
+
     /// The bound port (0 before `start()`).
     public var boundPort: Int { port.load(ordering: .acquiring) }
 
@@ -100,10 +106,11 @@ public final class HTTPServer: Sendable {
     /// Requests between their head and their completion now (for metrics; added to the contract).
     public var requestsInProgress: Int { core.requestsInProgress.load(ordering: .relaxed) }
 
-    /// Graceful stop: stop accepting at once (MHD_quiesce_daemon); end every open HTTPStream;
-    /// let requests in flight finish for up to `grace`; answer 503 to any still waiting for
-    /// their responder and resume every suspended connection; give those answers a moment to go
-    /// out; then MHD_stop_daemon on a plain thread; then close the listening socket. New requests
+    /// Graceful stop: stop accepting at once (end the accept loop and close the listening
+    /// socket: a new connection is refused); end every open HTTPStream; let requests in flight
+    /// finish for up to `grace`; answer 503 to any still waiting for their responder and resume
+    /// every suspended connection; give those answers a moment to go out; then MHD_stop_daemon
+    /// on a plain thread. New requests
     /// arriving on open connections meanwhile get 503 with `Connection: close`. Idempotent:
     /// later calls wait for the first one to finish. Every step waits for what it needs (the
     /// counters coming down), bounded by its deadline.
@@ -175,12 +182,16 @@ public final class HTTPServer: Sendable {
         logSink.initialize(to: sheetd_log_sink(fn: errorLogCallback, ctx: corePointer))
 
         var options = sheetd_daemon_options()
-        options.listen_fd = fd
         options.extra_flags = 0
         _ = isIPv6
-        options.thread_pool_size = UInt32(clamping: max(1, config.threads))
+        let threads = max(1, config.threads)
+        options.thread_pool_size = UInt32(clamping: threads)
         options.connection_timeout = UInt32(clamping: wholeSecondsRoundedUp(config.inactivityTimeout ?? config.connectionTimeout))
-        options.connection_limit = UInt32(clamping: max(1, config.maxConnections))
+        // The limit is the accept loop's (ConnectionAcceptor). libmicrohttpd's own count of a
+        // closing connection comes down just after NOTIFY_CONNECTION CLOSED frees its slot in the
+        // loop, one connection at a time per worker: room for one more per worker, so that
+        // libmicrohttpd never refuses a connection the loop admitted.
+        options.connection_limit = UInt32(clamping: max(1, config.maxConnections) + threads)
         options.per_ip_connection_limit = UInt32(clamping: max(0, config.maxConnectionsPerClient))
         options.connection_memory_limit = max(2048, config.connectionMemoryLimit)
         options.access_handler = accessHandlerCallback
@@ -216,8 +227,10 @@ public final class HTTPServer: Sendable {
         // Started here, before start() returns: a task would wait for the cooperative pool.
         let sweeper = PlainThread.start { core.sweeper.run({ core.sweepDeadlines() }, every: tick) }
         let watcherThread = PlainThread.start { core.watcher.run() }
+        let handle = DaemonHandle(pointer: daemon)
+        let acceptorThread = PlainThread.start { core.acceptor.run(listenFD: fd, daemon: handle) }
         return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
-                       sweeper: sweeper, watcherThread: watcherThread)
+                       sweeper: sweeper, watcherThread: watcherThread, acceptorThread: acceptorThread)
     }
 
     /// How often deadlines are checked: fine enough for the shortest of the limits.
@@ -237,8 +250,11 @@ public final class HTTPServer: Sendable {
         let graceEnd = core.clock.now + max(.zero, grace)
         core.isStopping.store(true, ordering: .sequentiallyConsistent)
 
-        // 1. Stop accepting. libmicrohttpd hands the listening socket back to us.
-        let quiescedFD = MHD_quiesce_daemon(running.daemon)
+        // 1. Stop accepting, and close the listening socket: a new connection is refused now
+        //    rather than left in the backlog until the daemon stops.
+        core.acceptor.stop()
+        await running.acceptorThread.wait()
+        close(running.listenFD)
 
         // 2. Streams have no natural end: end them now (queued bytes still go out).
         for stream in core.registry.closeStreams() { stream.finish() }
@@ -270,15 +286,11 @@ public final class HTTPServer: Sendable {
                                          deadline: clock.now + .milliseconds(250))
 
         // 7. Stop the daemon from a plain thread (it joins libmicrohttpd's threads).
-        // @unchecked Sendable wrapper: the daemon pointer is used by this one call only.
         let daemon = DaemonHandle(pointer: running.daemon)
         await runOnPlainThread { MHD_stop_daemon(daemon.pointer) }
         core.watcher.stop()
         await running.watcherThread.wait()
         await running.sweeper.wait()
-
-        // 8. Close the listening socket quiesce returned (libmicrohttpd no longer owns it).
-        if quiescedFD >= 0 { close(quiescedFD) }
 
         running.logSink.deinitialize(count: 1)
         running.logSink.deallocate()
@@ -286,13 +298,6 @@ public final class HTTPServer: Sendable {
         running.coreReference.release()
         return true
     }
-}
-
-/// The daemon pointer, carried to the plain thread that stops it.
-// @unchecked Sendable: it crosses to exactly one thread, which calls MHD_stop_daemon, after
-// every other user of the pointer (callbacks, quiesce) is done.
-private struct DaemonHandle: @unchecked Sendable {
-    let pointer: OpaquePointer
 }
 
 func wholeSecondsRoundedUp(_ duration: Duration) -> Int {

@@ -11,6 +11,7 @@ final class ServerCore: Sendable {
     let registry = SuspensionRegistry()
     let connections: ConnectionTracker
     let watcher: SocketWatcher
+    let acceptor: ConnectionAcceptor
     let errorLog: @Sendable (String) -> Void
 
     /// TCP connections open now (NOTIFY_CONNECTION).
@@ -63,6 +64,7 @@ final class ServerCore: Sendable {
             lingerNanoseconds: max(0, lingerSeconds * 1_000_000_000 + lingerAttoseconds / 1_000_000_000),
             lingerBytes: max(0, configuration.lingerBytes),
             maxLingering: max(0, configuration.maxLingeringConnections)))
+        self.acceptor = ConnectionAcceptor(maxConnections: configuration.maxConnections, errorLog: errorLog)
         self.suspendedRequestDeadline = configuration.suspendedRequestDeadline
         self.streamSendBufferSize = Int32(clamping: configuration.streamSendBufferSize)
     }

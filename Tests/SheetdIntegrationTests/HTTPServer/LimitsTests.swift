@@ -6,6 +6,26 @@ import Testing
 
 @Suite("Slow peers and connection limits", .serialized)
 struct LimitsTests {
+    /// The accept loop counts each connection it hands over until libmicrohttpd reports it
+    /// closed: a slot that never came back would shrink `maxConnections` for good.
+    @Test("every connection's slot comes back once it closes, however it ends")
+    func connectionSlotsComeBack() async throws {
+        try await withServer({ $0.maxConnections = 8; $0.threads = 2 }) { server, port, _ in
+            for round in 0..<3 {
+                try await onThread {
+                    // 8 at once: the limit. Closed three ways: after an answer, reset, and idle.
+                    let clients = try (0..<8).map { _ in try RawHTTPClient(port: port) }
+                    for (i, client) in clients.enumerated() where i % 3 != 2 {
+                        #expect(try client.roundTrip("GET", "/echo").status == 200)
+                    }
+                    for (i, client) in clients.enumerated() where i % 3 == 1 { client.abort() }
+                }
+                #expect(await Probe().wait(for: .seconds(20)) { _ in server.admittedConnections == 0 && server.openConnections == 0 },
+                        "round \(round): \(server.admittedConnections) admitted, \(server.openConnections) open")
+            }
+        }
+    }
+
     @Test("slowloris peers (trickled head, trickled body) are cut at the timeout while others are served")
     func slowloris() async throws {
         let log = Locked<[String]>([])

@@ -117,6 +117,63 @@ struct StreamAndShutdownTests {
         #expect(refused)
     }
 
+    /// The listening socket closes as shutdown begins: a client that connects during the drain
+    /// is refused at once (and may try another instance) instead of waiting in the backlog until
+    /// the daemon stops, while the request in flight is still answered.
+    @Test("a connection made while shutdown drains is refused; the request in flight is still answered")
+    func shutdownRefusesNewConnections() async throws {
+        let clock = ManualClock()
+        let (server, port, probe) = try Self.startServer(clock: clock)
+        async let inFlight = onThread {
+            try RawHTTPClient(port: port, receiveTimeout: 30).roundTrip("POST", "/deferred-held?id=drain", body: [7])
+        }
+        #expect(await probe.wait(for: .seconds(20)) { $0.heldAnswer("drain") != nil })
+        // The grace runs on the manual clock: only the answer below ends the drain.
+        let stopping = Task { await server.shutdown(grace: .seconds(3)) }
+        let refused = await Probe().wait(for: .seconds(20)) { _ in connectionRefused(port: port) }
+        #expect(refused, "connections were still taken while shutdown drained")
+        #expect(try #require(probe.heldAnswer("drain")).give(HTTPResponse(status: 200, body: .bytes([8]))))
+        let answer = try await inFlight
+        #expect(answer.status == 200 && answer.body == [8])
+        #expect(await stopping.value)
+    }
+
+    /// Connections come and go on four threads while the server stops, ten times over: every
+    /// stop ends cleanly, and each request got a 200, a 503 or a refused or closed connection.
+    @Test("shutdown while connections arrive and leave on every thread")
+    func shutdownUnderConnectionChurn() async throws {
+        for _ in 0..<10 {
+            var configuration = HTTPServerConfiguration()
+            configuration.port = 0
+            configuration.threads = 4
+            configuration.errorLog = { _ in }
+            let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: Probe()))
+            let port = try server.start()
+            let served = Counter(), unexpected = Locked<[String]>([])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        try await onThread {
+                            // Until the server is gone: a fresh connection, two requests on it.
+                            while let client = try? RawHTTPClient(port: port, receiveTimeout: 10) {
+                                for _ in 0..<2 {
+                                    guard let status = try? client.roundTrip("GET", "/echo").status else { break }
+                                    if status == 200 { served.increment() } else if status != 503 {
+                                        unexpected.withLock { $0.append("status \(status)") }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                #expect(await Probe().wait(for: .seconds(20)) { _ in served.value >= 50 })
+                #expect(await server.shutdown(grace: .seconds(5)))
+                try await group.waitForAll()
+            }
+            #expect(unexpected.withLock { $0 }.isEmpty)
+        }
+    }
+
     @Test("shutdown answers 503 to requests still suspended after the grace")
     func shutdownPastGrace() async throws {
         let clock = ManualClock()

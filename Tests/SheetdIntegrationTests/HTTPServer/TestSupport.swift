@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Dispatch
 @testable import HTTPServer
 import Locking
@@ -211,6 +214,16 @@ func shutdown(_ server: HTTPServer, grace: Duration, clock: any ServiceClock) as
         try? await Task.sleep(for: .milliseconds(10))
     }
     return (await stopping.value, byItself)
+}
+
+/// True when a connection to `port` on loopback is refused (nothing listens there).
+func connectionRefused(port: Int) -> Bool {
+    do {
+        _ = try RawHTTPClient(port: port)
+        return false
+    } catch {
+        return errno == ECONNREFUSED  // RawHTTPClient keeps the errno of its failed connect
+    }
 }
 
 final class Counter: Sendable {

@@ -513,7 +513,7 @@ struct RobustnessTests {
         }
     }
 
-    /// At `--max-connections` libmicrohttpd stops accepting: a further connection waits in the
+    /// At `--max-connections` sheetd stops accepting: a further connection waits in the
     /// listen backlog, unanswered, and is served as soon as an open one closes.
     @Test func connectionsBeyondTheLimitWaitForAFreeSlot() async throws {
         try await offPool {
@@ -535,6 +535,48 @@ struct RobustnessTests {
             }
             #expect(answer.status == 200)
             #expect(server.stop() == 0)
+        }
+    }
+
+    /// Out of descriptors, sheetd cannot accept: it says so once, keeps serving the connections
+    /// it has, leaves new ones in the backlog, and takes them as soon as descriptors are free.
+    @Test func outOfDescriptorsNewConnectionsWaitAndOpenOnesAreServed() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--threads", "1"])
+            let pid = server.process.processIdentifier
+            let open = try server.client()
+            #expect(try open.request("GET", "/healthz").status == 200)
+            // The soft limit at the lowest free descriptor number: the next accept gets EMFILE.
+            let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+            let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+            let soft = try #require(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first.map(String.init))
+            let used = Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").compactMap { Int($0) })
+            let lowestFree = (0...).first { !used.contains($0) }!
+            func setSoftLimit(_ value: String) throws {
+                let prlimit = try ChildProcess("/usr/bin/prlimit", ["--pid", "\(pid)", "--nofile=\(value):"], environment: [:])
+                #expect(prlimit.waitForExit(within: 20) == 0, "prlimit --nofile=\(value):")
+            }
+            try setSoftLimit(String(lowestFree))
+            let waiting = try #require(WireConnection(port: server.port, receiveTimeout: 0.8))
+            let early = waiting.exchange(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+            guard case .timedOut = early else {
+                Issue.record("a connection sheetd had no descriptor for got \(early) instead of waiting")
+                return
+            }
+            let said = server.process.waitForStandardError(within: 20) { $0.contains("cannot accept a connection: Too many open files") }
+            #expect(said.contains("cannot accept a connection: Too many open files"))
+            #expect(try open.request("GET", "/healthz").status == 200, "the open connection is still served")
+            try setSoftLimit(soft)
+            var setback = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(waiting.fd, SOL_SOCKET, SO_RCVTIMEO, &setback, socklen_t(MemoryLayout<timeval>.size))
+            guard case .answered(let answer) = waiting.readAnswer() else {
+                Issue.record("the waiting connection was not served once descriptors were free")
+                return
+            }
+            #expect(answer.status == 200)
+            #expect(server.stop() == 0)
+            let lines = server.stderr.components(separatedBy: "cannot accept a connection").count - 1
+            #expect(lines == 1, "said \(lines) times")
         }
     }
 
