@@ -256,6 +256,13 @@ final class WireConnection {
         return readAnswer(bodyless: bodyless)
     }
 
+    /// Reads one answer with a new receive timeout of `seconds` (which only ends a failure).
+    func readAnswer(waitingUpTo seconds: Int) -> WireOutcome {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return readAnswer()
+    }
+
     func readAnswer(bodyless: Bool = false) -> WireOutcome {
         while true {
             if !pending.isEmpty {
