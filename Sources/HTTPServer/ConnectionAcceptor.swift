@@ -65,10 +65,11 @@ final class ConnectionAcceptor: Sendable {
             // At the limit only a close or stop() wakes the loop; the backlog holds what arrives.
             let full = admitted.load(ordering: .acquiring) >= maxConnections
             let woken = sheetd_accept_wait(full ? -1 : listenFD, wakeFD, -1)
-            if woken != 1 {
-                if woken < 0 { errorLog("cannot wait for connections: \(String(cString: strerror(errno)))") ; return }
-                continue
+            if woken < 0 {
+                errorLog("cannot wait for connections: \(String(cString: strerror(errno))); no further connection is accepted")
+                return
             }
+            if woken != 1 { continue }
             // Accept what waits, while there is room.
             accepting: while admitted.load(ordering: .acquiring) < maxConnections {
                 // Counted before the hand-over: the connection may close before the call returns.
