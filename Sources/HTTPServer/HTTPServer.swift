@@ -187,11 +187,8 @@ public final class HTTPServer: Sendable {
         let threads = max(1, config.threads)
         options.thread_pool_size = UInt32(clamping: threads)
         options.connection_timeout = UInt32(clamping: wholeSecondsRoundedUp(config.inactivityTimeout ?? config.connectionTimeout))
-        // The limit is the accept loop's (ConnectionAcceptor). libmicrohttpd's own count of a
-        // closing connection comes down just after NOTIFY_CONNECTION CLOSED frees its slot in the
-        // loop, one connection at a time per worker: room for one more per worker, so that
-        // libmicrohttpd never refuses a connection the loop admitted.
-        options.connection_limit = UInt32(clamping: max(1, config.maxConnections) + threads)
+        options.connection_limit = UInt32(clamping: Self.daemonConnectionLimit(maxConnections: config.maxConnections,
+                                                                                threads: threads))
         options.per_ip_connection_limit = UInt32(clamping: max(0, config.maxConnectionsPerClient))
         options.connection_memory_limit = max(2048, config.connectionMemoryLimit)
         options.access_handler = accessHandlerCallback
@@ -231,6 +228,22 @@ public final class HTTPServer: Sendable {
         let acceptorThread = PlainThread.start { core.acceptor.run(listenFD: fd, daemon: handle) }
         return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
                        sweeper: sweeper, watcherThread: watcherThread, acceptorThread: acceptorThread)
+    }
+
+    /// libmicrohttpd's MHD_OPTION_CONNECTION_LIMIT, so large that it never refuses a connection
+    /// the accept loop admitted: the loop keeps `maxConnections` (ConnectionAcceptor).
+    ///
+    /// libmicrohttpd splits its limit evenly among the workers, and `MHD_add_connection` queues a
+    /// connection to a worker without counting it until that worker takes it. A worker may then
+    /// find itself at its share while taking a queued one (a firm check under its cleanup mutex),
+    /// and 0.9.75 leaves that mutex locked on this path: the worker deadlocks on its next
+    /// connection. So every worker's share is the whole limit plus one per worker, for the
+    /// connections that closed but are not yet uncounted: each worker uncounts a closed one just
+    /// after NOTIFY_CONNECTION CLOSED frees its slot in the loop, one at a time.
+    static func daemonConnectionLimit(maxConnections: Int, threads: Int) -> Int {
+        let threads = max(1, threads)
+        let (total, overflow) = (max(1, maxConnections) + threads).multipliedReportingOverflow(by: threads)
+        return overflow ? Int(UInt32.max) : min(total, Int(UInt32.max))
     }
 
     /// How often deadlines are checked: fine enough for the shortest of the limits.

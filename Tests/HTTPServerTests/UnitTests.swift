@@ -133,6 +133,22 @@ struct HelperTests {
         #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(1), lingerTime: .seconds(5)) == .milliseconds(100))
         #expect(HTTPServer.sweepInterval(deadline: .seconds(60), connectionTimeout: .seconds(30), lingerTime: .seconds(2)) == .milliseconds(200))
     }
+
+    /// libmicrohttpd splits its limit among the workers; each worker's share must hold every
+    /// connection the accept loop admits plus a closed one not yet uncounted, or the worker can
+    /// fail its firm check and (in 0.9.75) keep its cleanup mutex locked.
+    @Test("libmicrohttpd's limit leaves every worker room for all admitted connections", arguments: [
+        (10_000, 2), (3, 1), (8, 2), (1, 64), (1_000_000, 4), (1_000_000, 1_000), (1_000_000, 10_000),
+    ])
+    func daemonConnectionLimit(maxConnections: Int, threads: Int) {
+        let limit = HTTPServer.daemonConnectionLimit(maxConnections: maxConnections, threads: threads)
+        #expect(limit <= Int(UInt32.max), "it is passed as an unsigned int")
+        if limit < Int(UInt32.max) {
+            #expect(limit / threads >= maxConnections + 1)
+        } else {
+            #expect((maxConnections + threads).multipliedReportingOverflow(by: threads).partialValue >= Int(UInt32.max))
+        }
+    }
 }
 
 @Suite("HTTPHeaders' storage")
