@@ -110,10 +110,9 @@ public final class HTTPServer: Sendable {
     /// socket: a new connection is refused); end every open HTTPStream; let requests in flight
     /// finish for up to `grace`; answer 503 to any still waiting for their responder and resume
     /// every suspended connection; give those answers a moment to go out; then MHD_stop_daemon
-    /// on a plain thread. New requests
-    /// arriving on open connections meanwhile get 503 with `Connection: close`. Idempotent:
-    /// later calls wait for the first one to finish. Every step waits for what it needs (the
-    /// counters coming down), bounded by its deadline.
+    /// on a plain thread. New requests arriving on open connections meanwhile get 503 with
+    /// `Connection: close`. Idempotent: later calls wait for the first one to finish. Every step
+    /// waits for what it needs (the counters coming down), bounded by its deadline.
     ///
     /// Returns false when the daemon could not be stopped: a connection was still suspended
     /// 5 s after the answers were given, and `MHD_stop_daemon` would abort the process. The
