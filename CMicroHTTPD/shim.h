@@ -398,7 +398,7 @@ static inline int sheetd_watch_wait(int epfd, uint64_t *tokens, int *flags, int 
     return n;
 }
 
-/* An eventfd to wake the watcher, close-on-exec and non-blocking, or -1. */
+/* An eventfd to wake the server's own loops (WakeSignal), close-on-exec and non-blocking, or -1. */
 static inline int sheetd_wake_descriptor(void) {
     return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }

@@ -28,8 +28,8 @@ final class ConnectionAcceptor: Sendable {
     /// its slot: only possible when malloc fails, and it errs towards refusing.
     private let admitted = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
-    /// An eventfd: written by `stop()` and by a close that frees a slot at the limit.
-    private let wakeFD: Int32
+    /// Signalled by `stop()` and by a close that frees a slot at the limit.
+    private let wakeup = WakeSignal()
     private let errorLog: @Sendable (String) -> Void
 
     /// How long the loop waits after the process ran out of descriptors or memory to accept.
@@ -38,11 +38,6 @@ final class ConnectionAcceptor: Sendable {
     init(maxConnections: Int, errorLog: @escaping @Sendable (String) -> Void) {
         self.maxConnections = max(1, maxConnections)
         self.errorLog = errorLog
-        wakeFD = sheetd_wake_descriptor()
-    }
-
-    deinit {
-        if wakeFD >= 0 { close(wakeFD) }
     }
 
     /// Connections admitted now (tests).
@@ -51,12 +46,12 @@ final class ConnectionAcceptor: Sendable {
     /// A connection libmicrohttpd reported STARTED has closed (NOTIFY_CONNECTION CLOSED).
     func connectionClosed() {
         let before = admitted.subtract(1, ordering: .acquiringAndReleasing).oldValue
-        if before >= maxConnections { wake() }
+        if before >= maxConnections { wakeup.signal() }
     }
 
     /// The loop: returns after `stop()`. `listenFD` is non-blocking; the caller closes it after.
     func run(listenFD: Int32, daemon: DaemonHandle) {
-        guard wakeFD >= 0 else {
+        guard wakeup.fd >= 0 else {
             errorLog("cannot accept connections: no eventfd (\(String(cString: strerror(errno))))")
             return
         }
@@ -64,7 +59,7 @@ final class ConnectionAcceptor: Sendable {
         while !stopping.load(ordering: .acquiring) {
             // At the limit only a close or stop() wakes the loop; the backlog holds what arrives.
             let full = admitted.load(ordering: .acquiring) >= maxConnections
-            let woken = sheetd_accept_wait(full ? -1 : listenFD, wakeFD, -1)
+            let woken = sheetd_accept_wait(full ? -1 : listenFD, wakeup.fd, -1)
             if woken < 0 {
                 errorLog("cannot wait for connections: \(String(cString: strerror(errno))); no further connection is accepted")
                 return
@@ -86,7 +81,7 @@ final class ConnectionAcceptor: Sendable {
                         errorLog("cannot accept a connection: \(String(cString: strerror(err))); waiting \(Self.resourceBackoffMilliseconds) ms between tries until it can")
                         lastFailure = err
                     }
-                    _ = sheetd_accept_wait(-1, wakeFD, Self.resourceBackoffMilliseconds)
+                    _ = sheetd_accept_wait(-1, wakeup.fd, Self.resourceBackoffMilliseconds)
                     break accepting
                 case SHEETD_ACCEPT_BROKEN:
                     errorLog("the listening socket failed: \(String(cString: strerror(err))); no further connection is accepted")
@@ -101,13 +96,7 @@ final class ConnectionAcceptor: Sendable {
     /// Ends `run()`; idempotent.
     func stop() {
         stopping.store(true, ordering: .releasing)
-        wake()
-    }
-
-    private func wake() {
-        guard wakeFD >= 0 else { return }
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, MemoryLayout<UInt64>.size)
+        wakeup.signal()
     }
 }
 

@@ -16,10 +16,11 @@ import Darwin
 /// shuts itself down in the background with no grace.
 public final class HTTPServer: Sendable {
     /// The resources of a running daemon.
-    // @unchecked Sendable: `daemon` and `logSink` are raw pointers owned by this value; it lives in
-    // the `lifecycle` mutex while running, and exactly one shutdown takes it out and frees them.
+    // @unchecked Sendable: `logSink` is a raw pointer owned by this value (and `daemon` one behind
+    // its handle); it lives in the `lifecycle` mutex while running, and exactly one shutdown
+    // takes it out and frees them.
     private struct Running: @unchecked Sendable {
-        let daemon: OpaquePointer
+        let daemon: DaemonHandle
         /// Ours, not libmicrohttpd's: closed in `stop` as soon as the accept loop has ended.
         let listenFD: Int32
         /// passRetained in `start()`; released in `stop` after MHD_stop_daemon returned (no
@@ -225,7 +226,7 @@ public final class HTTPServer: Sendable {
         let watcherThread = PlainThread.start { core.watcher.run() }
         let handle = DaemonHandle(pointer: daemon)
         let acceptorThread = PlainThread.start { core.acceptor.run(listenFD: fd, daemon: handle) }
-        return Running(daemon: daemon, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
+        return Running(daemon: handle, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
                        sweeper: sweeper, watcherThread: watcherThread, acceptorThread: acceptorThread)
     }
 
@@ -298,7 +299,7 @@ public final class HTTPServer: Sendable {
                                          deadline: clock.now + .milliseconds(250))
 
         // 7. Stop the daemon from a plain thread (it joins libmicrohttpd's threads).
-        let daemon = DaemonHandle(pointer: running.daemon)
+        let daemon = running.daemon
         await runOnPlainThread { MHD_stop_daemon(daemon.pointer) }
         core.watcher.stop()
         await running.watcherThread.wait()

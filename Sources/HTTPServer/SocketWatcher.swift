@@ -53,21 +53,19 @@ final class SocketWatcher: Sendable {
 
     let limits: Limits
     private let epollFD: Int32
-    private let wakeFD: Int32
+    private let wakeup = WakeSignal()
     private let state = LockedValue(State())
 
     init(limits: Limits) {
         self.limits = limits
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
-        wakeFD = sheetd_wake_descriptor()
-        if epollFD >= 0 && wakeFD >= 0 {
-            _ = sheetd_watch_add(epollFD, wakeFD, Self.wakeToken, 1)
+        if epollFD >= 0 && wakeup.fd >= 0 {
+            _ = sheetd_watch_add(epollFD, wakeup.fd, Self.wakeToken, 1)
         }
     }
 
     deinit {
         if epollFD >= 0 { close(epollFD) }
-        if wakeFD >= 0 { close(wakeFD) }
     }
 
     // MARK: - Streams
@@ -116,7 +114,7 @@ final class SocketWatcher: Sendable {
             }
             s.lingering[token] = Lingering(fd: copy, deadline: now + limits.lingerNanoseconds, bytesLeft: limits.lingerBytes)
         }
-        wake()
+        wakeup.signal()
     }
 
     /// Closes the lingering sockets whose time is up at `now` (the server's clock, as in
@@ -140,7 +138,7 @@ final class SocketWatcher: Sendable {
 
     /// The watcher's loop; returns after `stop()`, with every lingering socket closed.
     func run() {
-        guard epollFD >= 0, wakeFD >= 0 else { return }
+        guard epollFD >= 0, wakeup.fd >= 0 else { return }
         var tokens = [UInt64](repeating: 0, count: 64)
         var flags = [Int32](repeating: 0, count: 64)
         while true {
@@ -152,8 +150,7 @@ final class SocketWatcher: Sendable {
                 for index in 0..<max(0, Int(count)) {
                     let token = tokens[index]
                     if token == Self.wakeToken {
-                        var value: UInt64 = 0
-                        _ = read(wakeFD, &value, MemoryLayout<UInt64>.size)
+                        wakeup.drain()
                     } else if let watched = s.streams.removeValue(forKey: token) {
                         _ = sheetd_watch_remove(epollFD, watched.fd)
                         leaving.append(watched.stream)
@@ -182,12 +179,6 @@ final class SocketWatcher: Sendable {
     /// Ends `run()`. Called once the daemon stopped (no connection is left to watch).
     func stop() {
         state.withLock { $0.stopping = true }
-        wake()
-    }
-
-    private func wake() {
-        guard wakeFD >= 0 else { return }
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, MemoryLayout<UInt64>.size)
+        wakeup.signal()
     }
 }

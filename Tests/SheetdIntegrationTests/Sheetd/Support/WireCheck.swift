@@ -215,9 +215,8 @@ final class WireConnection {
     init?(port: Int, receiveTimeout: Double = 10) {
         fd = socket(AF_INET, testSocketType, 0)
         guard fd >= 0 else { return nil }
-        var timeout = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - Double(Int(receiveTimeout))) * 1e6))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setTimeout(SO_RCVTIMEO, seconds: receiveTimeout)
+        setTimeout(SO_SNDTIMEO, seconds: receiveTimeout)
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
@@ -257,10 +256,15 @@ final class WireConnection {
     }
 
     /// Reads one answer with a new receive timeout of `seconds` (which only ends a failure).
-    func readAnswer(waitingUpTo seconds: Int) -> WireOutcome {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    func readAnswer(waitingUpTo seconds: Double) -> WireOutcome {
+        setTimeout(SO_RCVTIMEO, seconds: seconds)
         return readAnswer()
+    }
+
+    /// Sets SO_RCVTIMEO or SO_SNDTIMEO.
+    private func setTimeout(_ option: Int32, seconds: Double) {
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, option, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     func readAnswer(bodyless: Bool = false) -> WireOutcome {
