@@ -1,3 +1,4 @@
+import HTTPServer
 import SessionStore
 
 /// An `If-Match` or `If-None-Match` field (RFC 9110 §13.1.1, §13.1.2): `*`, or a list of entity
@@ -53,5 +54,26 @@ struct EntityTagCondition: Equatable {
     private static func version(in opaque: Substring) -> UInt64? {
         guard let value = UInt64(opaque), String(value) == opaque else { return nil }
         return value
+    }
+}
+
+extension HTTPHeaders {
+    /// Adds `ETag: "<version>"`, the strong tag `EntityTagCondition` reads back. Every action's
+    /// answer carries one, so its digits go into a stack buffer rather than an interpolated String.
+    mutating func addEntityTag(version: UInt64) {
+        // Two quotes around at most 20 digits.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 22) { buffer in
+            var start = buffer.count - 1
+            buffer[start] = UInt8(ascii: "\"")
+            var rest = version
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+            start -= 1
+            buffer[start] = UInt8(ascii: "\"")
+            add("ETag", utf8: UnsafeBufferPointer(rebasing: buffer[start...]))
+        }
     }
 }

@@ -75,14 +75,14 @@ extension SheetService {
 
     func sessionResponse(_ status: Int, _ body: [UInt8], version: UInt64, requestID: String) -> HTTPResponse {
         var response = json(status, body, requestID: requestID)
-        response.headers.add("ETag", "\"\(version)\"")
+        response.headers.addEntityTag(version: version)
         return response
     }
 
     @inline(never)  // keeps the error path's locals out of the async frames that call it
     func errorResponse(_ error: APIError, requestID: String) -> HTTPResponse {
         var response = json(error.code.status, Rendering.errorBody(error, requestID: requestID), requestID: requestID)
-        if let session = error.session { response.headers.add("ETag", "\"\(session.sheet.version)\"") }
+        if let session = error.session { response.headers.addEntityTag(version: session.sheet.version) }
         if !error.allowed.isEmpty { response.headers.add("Allow", error.allowed.joined(separator: ", ")) }
         if error.code == .service(.unauthorized) { response.headers.add("WWW-Authenticate", "Bearer realm=\"sheetd\"") }
         if error.code == .service(.storeUnavailable) { response.headers.add("Retry-After", "1") }

@@ -142,7 +142,7 @@ extension SheetService {
         let version = snapshot.sheet.version
         if let condition = try Self.ifNoneMatch(head), condition.matchesWeakly(version) {
             var headers = HTTPHeaders()
-            headers.add("ETag", "\"\(version)\"")
+            headers.addEntityTag(version: version)
             headers.add("Cache-Control", "no-cache")
             headers.add("X-Request-Id", requestID)
             return HTTPResponse(status: 304, headers: headers)

@@ -57,4 +57,14 @@ struct RequestEntryTests {
             #expect(Array(text.utf8).withUnsafeBufferPointer { SessionID(utf8: $0) } == nil, "\(text)")
         }
     }
+
+    @Test("an answer's ETag is its version in decimal, quoted, and reads back as that version",
+          arguments: [UInt64(0), 1, 9, 10, 1_000_000, UInt64.max])
+    func entityTag(version: UInt64) throws {
+        var headers = HTTPHeaders()
+        headers.addEntityTag(version: version)
+        let tag = try #require(headers["ETag"])
+        #expect(tag == "\"\(version)\"")
+        #expect(try #require(EntityTagCondition(tag)).strongVersions.versions == [version])
+    }
 }
