@@ -93,36 +93,22 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
     public func writeDescription(into out: UnsafeMutableBufferPointer<UInt8>) {
         precondition(out.count >= Self.textLength, "a session id needs 22 bytes")
         let base = out.baseAddress!
-        // Emit 6 bits at a time from the top of the 128-bit value; the 22nd character holds the last 2 bits.
-        for index in 0..<21 {
-            base[index] = Self.character(of: bits(at: 122 - index * 6, count: 6))   // 122 - 6i: the group's lowest bit
+        let alphabet = Self.alphabet.utf8Start
+        // Six bits per character from the top: ten from `high`, one across the two words, ten
+        // from `low`, and the last 2 bits of `low` at the top of the 22nd.
+        for index in 0..<10 {
+            base[index] = alphabet[Int(truncatingIfNeeded: (high >> UInt64(58 - 6 * index)) & 63)]
         }
-        base[21] = Self.character(of: (low & 0b11) << 4)
+        base[10] = alphabet[Int(truncatingIfNeeded: ((high & 0b1111) << 2) | (low >> 62))]
+        for index in 0..<10 {
+            base[11 + index] = alphabet[Int(truncatingIfNeeded: (low >> UInt64(56 - 6 * index)) & 63)]
+        }
+        base[21] = alphabet[Int(truncatingIfNeeded: (low & 0b11) << 4)]
     }
 
-    /// The base64url character of a 6-bit value (the inverse of `sixBits(of:)`).
-    @inline(__always)
-    private static func character(of value: UInt64) -> UInt8 {
-        let value = UInt8(truncatingIfNeeded: value)
-        switch value {
-        case 0..<26: return value + 65        // A-Z
-        case 26..<52: return value + 71       // a-z
-        case 52..<62: return value - 4        // 0-9
-        case 62: return UInt8(ascii: "-")
-        default: return UInt8(ascii: "_")
-        }
-    }
-
-    /// `count` bits of the 128-bit value starting at bit `shift` (0 = least significant).
-    @inline(__always)
-    private func bits(at shift: Int, count: Int) -> UInt64 {
-        let mask: UInt64 = (1 << UInt64(count)) - 1
-        if shift >= 64 { return (high >> UInt64(shift - 64)) & mask }
-        if shift + count <= 64 { return (low >> UInt64(shift)) & mask }
-        let lowPart = low >> UInt64(shift)
-        let highPart = high << UInt64(64 - shift)
-        return (lowPart | highPart) & mask
-    }
+    /// The base64url alphabet in value order (the inverse of `sixBits(of:)`): a literal, so a
+    /// constant in the binary, read without a lazy-initialisation or bounds check.
+    private static var alphabet: StaticString { "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" }
 }
 
 extension SessionID {
