@@ -58,17 +58,6 @@ struct RequestEntryTests {
         }
     }
 
-    @Test("a session id is spelled as the base64url of its 16 bytes, high word first", arguments: [
-        (UInt64(0), UInt64(0), "AAAAAAAAAAAAAAAAAAAAAA"),
-        (UInt64.max, UInt64.max, "_____________________w"),
-        (11, 12, "AAAAAAAAAAsAAAAAAAAADA"),
-        (0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210, "ASNFZ4mrze_-3LqYdlQyEA"),
-    ])
-    func sessionIDSpelling(high: UInt64, low: UInt64, text: String) {
-        #expect(SessionID(high: high, low: low).description == text)
-        #expect(SessionID(text) == SessionID(high: high, low: low))
-    }
-
     @Test("an answer's ETag is its version in decimal, quoted, and reads back as that version",
           arguments: [UInt64(0), 1, 9, 10, 1_000_000, UInt64.max])
     func entityTag(version: UInt64) throws {
