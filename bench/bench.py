@@ -84,6 +84,9 @@ CALIBRATE_BURN_US = os.environ.get("BENCH_CALIBRATE_BURN_US", "").strip()
 CALIBRATE_BURN_US = float(CALIBRATE_BURN_US) if CALIBRATE_BURN_US else None
 MEMORY_COUNTS = [int(x) for x in os.environ.get("BENCH_MEMORY_SESSIONS", "100000,1000000").split(",") if x.strip()]
 RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "RESULTS.md"))
+# Beside the results file, which links it by that name: a run with BENCH_RESULTS elsewhere (a
+# partial one, say) leaves the committed picture alone.
+PNG = os.path.join(os.path.dirname(os.path.abspath(RESULTS)), "results.png")
 # Absolute: callgrind.py starts the servers in a directory of their own.
 SHEETD = os.path.abspath(os.environ.get("BENCH_SHEETD", os.path.join(ROOT, ".build", "release", "sheetd")))
 BASELINE = os.path.abspath(os.environ.get("BENCH_BASELINE", os.path.join(HERE, "baseline-server")))
@@ -775,7 +778,7 @@ def main():
     results["commands"] = commands
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    png_error = plot(results, os.path.join(HERE, "results.png"))
+    png_error = plot(results, PNG)
     if png_error:
         results["notes"].append("bench/results.png not drawn: " + png_error)
     text = report(results, a_label)
@@ -1004,7 +1007,7 @@ def report(res, a_label):
         L.append(f"| {rs['sessions']:,} | {rs['fill_s']:.0f} s | {rs['first_answer_s']:.1f} s | {rs['all_loaded_s']:.1f} s "
                  f"({rs['sampled'] - rs['missing']} of {rs['sampled']}) | {rs['rss_before'] / 2**20:.0f} MiB | {rs['rss_after'] / 2**20:.0f} MiB |")
         L.append("")
-    if os.path.exists(os.path.join(HERE, "results.png")):
+    if os.path.exists(PNG):
         L.append(f"![requests/s and p99 per workload, {mach.get('date', '?')}](results.png)\n")
 
     # Targets
