@@ -780,7 +780,7 @@ def main():
         json.dump(results, f, indent=1)
     png_error = plot(results, PNG)
     if png_error:
-        results["notes"].append("bench/results.png not drawn: " + png_error)
+        results["notes"].append(f"{os.path.relpath(PNG, ROOT)} not drawn: " + png_error)
     text = report(results, a_label)
     print(text)
     with open(RESULTS, "w") as f:
@@ -839,7 +839,7 @@ def restart_phase(help_text):
 
 
 def plot(res, path):
-    """bench/results.png with gnuplot: req/s and p99 per workload, sheetd beside the baseline
+    """results.png (`PNG`) with gnuplot: req/s and p99 per workload, sheetd beside the baseline
     (and durable beside memory), titled with the run's date. Skipped without gnuplot."""
     if not shutil.which("gnuplot"):
         return "gnuplot not found (Debian: apt-get install gnuplot-nox)"
