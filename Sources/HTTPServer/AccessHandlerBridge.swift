@@ -121,8 +121,8 @@ extension ServerCore {
             Unmanaged<ConnectionState>.fromOpaque($0).takeUnretainedValue()
         }
         connectionState?.headPending = false
-        let (head, refusal) = readHead(connection: connection, url: url, method: method, version: version,
-                                       connectionState: connectionState)
+        let (head, refusal, framing) = readHead(connection: connection, url: url, method: method, version: version,
+                                                connectionState: connectionState)
         let headerCount = head.headers.count
         let context = RequestContext(connection: connection, startedNanoseconds: started, limits: limits, head: head)
         context.connectionState = connectionState
@@ -131,15 +131,10 @@ extension ServerCore {
         conCls.pointee = Unmanaged.passRetained(context).toOpaque()
         requestsInProgress.add(1, ordering: .relaxed)
 
-        var contentLength: Int?
-        if let text = head.headers["Content-Length"] {
-            contentLength = parseContentLength(text)
-        }
-        let lengthFields = head.headers.count(of: "Content-Length")
         let action = context.machine.headReceived(
             headerCount: headerCount,
-            contentLength: contentLength,
-            ambiguousLength: lengthFields > 1 || (lengthFields == 1 && head.headers.contains("Transfer-Encoding")),
+            contentLength: framing.contentLength,
+            ambiguousLength: framing.ambiguousLength,
             refusal: refusal,
             shuttingDown: isStopping.load(ordering: .relaxed)
         )
@@ -163,7 +158,7 @@ extension ServerCore {
                 context.connectionState?.lingerOnClose()
                 return queue(early, for: context)
             }
-            if let contentLength, contentLength > 0 {
+            if let contentLength = framing.contentLength, contentLength > 0 {
                 context.body.reserveCapacity(contentLength)
             }
             return MHD_Result.YES

@@ -291,7 +291,7 @@ final class FieldBytes: ManagedBuffer<FieldBytes.Counts, UInt8> {
 }
 
 extension UnsafeRawBufferPointer {
-    fileprivate func assumingMemoryBound(to type: UInt8.Type) -> UnsafeBufferPointer<UInt8> {
+    func assumingMemoryBound(to type: UInt8.Type) -> UnsafeBufferPointer<UInt8> {
         guard let base = baseAddress else { return UnsafeBufferPointer(start: nil, count: 0) }
         return UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: count)
     }

@@ -20,11 +20,49 @@ let rawTargetCallback: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<C
 }
 
 /// The header fields of a request as libmicrohttpd parsed them, with the first one the server
-/// refuses and the first one that hid a NUL (see `NULCheck`).
+/// refuses, the first one that hid a NUL (see `NULCheck`), and the fields that frame the request.
 struct HeaderCollection {
     var headers = HTTPHeaders()
     var refusal: HTTPRejection?
     var nul = NULCheck()
+    var framing = FramingFields()
+}
+
+/// The fields where the request's framing is decided (its body's length, its Host), counted as
+/// the fields are collected: every request asks about them, and asked afterwards each question
+/// was a scan of all the fields.
+struct FramingFields: Equatable {
+    var hostFields = 0
+    var contentLengthFields = 0
+    var transferEncodingFields = 0
+    /// The first Content-Length's value (`parseContentLength`): nil without one, or when it does
+    /// not read as a number.
+    var contentLength: Int?
+
+    /// Where the body ends is ambiguous: Content-Length twice, or beside Transfer-Encoding.
+    var ambiguousLength: Bool {
+        contentLengthFields > 1 || (contentLengthFields == 1 && transferEncodingFields > 0)
+    }
+
+    /// The next field; names compare case-insensitively, after their lengths.
+    mutating func note(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        switch name.count {
+        case 4 where Self.name(name, is: "host"):
+            hostFields += 1
+        case 14 where Self.name(name, is: "content-length"):
+            if contentLengthFields == 0 { contentLength = parseContentLength(value) }
+            contentLengthFields += 1
+        case 17 where Self.name(name, is: "transfer-encoding"):
+            transferEncodingFields += 1
+        default:
+            break
+        }
+    }
+
+    private static func name(_ name: UnsafeRawBufferPointer, is lowercased: StaticString) -> Bool {
+        String.asciiCaseInsensitiveEquals(name.assumingMemoryBound(to: UInt8.self),
+                                          UnsafeBufferPointer(start: lowercased.utf8Start, count: lowercased.utf8CodeUnitCount))
+    }
 }
 
 private let collectHeadersCallback: MHD_KeyValueIteratorN = { cls, _, key, keySize, value, valueSize in
@@ -40,6 +78,7 @@ private let collectHeadersCallback: MHD_KeyValueIteratorN = { cls, _, key, keySi
         }
     }
     collection.pointee.nul.field(name: nameBytes, value: valueBytes, index: collection.pointee.headers.count)
+    collection.pointee.framing.note(name: nameBytes, value: valueBytes)
     collection.pointee.headers.append(name: nameBytes, value: valueBytes)
     return MHD_Result.YES
 }
@@ -129,11 +168,11 @@ extension ServerCore {
         return collection
     }
 
-    /// The request's head, and the reason to refuse it at once if there is one.
+    /// The request's head, the reason to refuse it at once if there is one, and its framing fields.
     func readHead(
         connection: OpaquePointer, url: UnsafePointer<CChar>?, method: UnsafePointer<CChar>?,
         version: UnsafePointer<CChar>?, connectionState: ConnectionState?
-    ) -> (head: HTTPRequestHead, refusal: HTTPRejection?) {
+    ) -> (head: HTTPRequestHead, refusal: HTTPRejection?, framing: FramingFields) {
         var collection = collectHeaders(connection)
         let target: RequestTarget
         if let raw = connectionState?.rawTarget {
@@ -149,22 +188,23 @@ extension ServerCore {
             headers: collection.headers,
             clientAddress: connectionState?.clientAddress ?? clientAddress(of: connection)
         )
-        if let refusal = collection.refusal { return (head, refusal) }
+        let framing = collection.framing
+        if let refusal = collection.refusal { return (head, refusal, framing) }
         let headSize = sheetd_request_head_size(connection)
         let headEnd = method.flatMap { headSize > 0 ? UnsafeRawPointer($0) + headSize : nil }
         collection.nul.end(headEnd: headEnd)
         if let index = collection.nul.firstFound {
-            return (head, .invalidHeader(name: head.headers.name(at: index), problem: .controlCharacterInValue))
+            return (head, .invalidHeader(name: head.headers.name(at: index), problem: .controlCharacterInValue), framing)
         }
         // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host.
         if let version, strcmp(version, "HTTP/1.1") == 0 {
-            switch head.headers.count(of: "Host") {
-            case 0: return (head, .invalidHeader(name: "Host", problem: .missing))
+            switch framing.hostFields {
+            case 0: return (head, .invalidHeader(name: "Host", problem: .missing), framing)
             case 1: break
-            default: return (head, .invalidHeader(name: "Host", problem: .repeated))
+            default: return (head, .invalidHeader(name: "Host", problem: .repeated), framing)
             }
         }
-        return (head, nil)
+        return (head, nil, framing)
     }
 }
 
@@ -178,10 +218,10 @@ func clientAddress(of connection: OpaquePointer) -> String {
 
 /// Content-Length as libmicrohttpd accepted it (it refuses malformed ones itself with 400).
 /// Values too large for Int count as "too large" (Int.max).
-func parseContentLength(_ text: String) -> Int? {
+func parseContentLength(_ bytes: some Sequence<UInt8>) -> Int? {
     var value = 0
     var sawDigit = false
-    for byte in text.utf8 {
+    for byte in bytes {
         if byte == 0x20 || byte == 0x09 { if sawDigit { break } else { continue } }
         guard byte >= 0x30 && byte <= 0x39 else { return nil }
         sawDigit = true

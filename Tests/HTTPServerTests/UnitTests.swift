@@ -103,12 +103,44 @@ struct HelperTests {
         ("0", 0), ("42", 42), (" 7 ", 7), ("99999999999999999999999", Int.max),
     ])
     func contentLength(text: String, value: Int) {
-        #expect(parseContentLength(text) == value)
+        #expect(parseContentLength(text.utf8) == value)
     }
 
     @Test("malformed Content-Length", arguments: ["", "-1", "1a", "0x10"])
     func badContentLength(text: String) {
-        #expect(parseContentLength(text) == nil)
+        #expect(parseContentLength(text.utf8) == nil)
+    }
+
+    @Test("the framing fields are counted as the fields are collected, names in any case", arguments: [
+        ([("Host", "x"), ("Content-Length", "12")], FramingFields(hostFields: 1, contentLengthFields: 1, contentLength: 12)),
+        ([("HOST", "x"), ("host", "y")], FramingFields(hostFields: 2)),
+        ([("content-LENGTH", "3"), ("Content-Length", "4")], FramingFields(contentLengthFields: 2, contentLength: 3)),
+        ([("Content-Length", "5"), ("transfer-encoding", "chunked")],
+         FramingFields(contentLengthFields: 1, transferEncodingFields: 1, contentLength: 5)),
+        ([("Transfer-Encoding", "chunked")], FramingFields(transferEncodingFields: 1)),
+        ([("Content-Length", "1a")], FramingFields(contentLengthFields: 1)),
+        // Names of the same lengths that are not these: none counts.
+        ([("Xost", "x"), ("Content-Lengtx", "1"), ("Transfer-Encodinx", "gzip"), ("Hos", "x")], FramingFields()),
+    ])
+    func framing(fields: [(String, String)], expected: FramingFields) {
+        var framing = FramingFields()
+        for (name, value) in fields {
+            Array(name.utf8).withUnsafeBytes { name in
+                Array(value.utf8).withUnsafeBytes { value in framing.note(name: name, value: value) }
+            }
+        }
+        #expect(framing == expected)
+    }
+
+    @Test("where the body ends is ambiguous with two Content-Lengths, or one beside Transfer-Encoding", arguments: [
+        (FramingFields(), false),
+        (FramingFields(contentLengthFields: 1), false),
+        (FramingFields(transferEncodingFields: 1), false),
+        (FramingFields(contentLengthFields: 2), true),
+        (FramingFields(contentLengthFields: 1, transferEncodingFields: 1), true),
+    ])
+    func ambiguousLength(framing: FramingFields, ambiguous: Bool) {
+        #expect(framing.ambiguousLength == ambiguous)
     }
 
     @Test("query lookup and default rejections")
