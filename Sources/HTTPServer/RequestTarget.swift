@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A request target as the server reads it from the raw bytes of the request line, not as
 /// libmicrohttpd would unescape it.
 ///
@@ -51,11 +57,12 @@ public struct RequestTarget: Equatable, Sendable {
     }
 
     /// Starts with "/" and holds no "%" and no "?": the path as it stands, with no query.
+    /// (memchr: a byte loop cost five instructions a byte, on every request.)
     private static func isBarePath(_ raw: String) -> Bool {
         raw.utf8.withContiguousStorageIfAvailable { bytes in
-            guard bytes.first == UInt8(ascii: "/") else { return false }
-            for byte in bytes where byte == UInt8(ascii: "%") || byte == UInt8(ascii: "?") { return false }
-            return true
+            guard bytes.first == UInt8(ascii: "/"), let base = bytes.baseAddress else { return false }
+            return memchr(base, Int32(UInt8(ascii: "%")), bytes.count) == nil
+                && memchr(base, Int32(UInt8(ascii: "?")), bytes.count) == nil
         } ?? false
     }
 
