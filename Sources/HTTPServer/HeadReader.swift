@@ -182,7 +182,7 @@ extension ServerCore {
             target = RequestTarget(raw: url.map { String(cString: $0) } ?? "/")
         }
         let head = HTTPRequestHead(
-            method: HTTPMethod(rawValue: method.map { String(cString: $0) } ?? ""),
+            method: method.map(HTTPMethod.init(cString:)) ?? HTTPMethod(rawValue: ""),
             path: target.path,
             query: target.query,
             headers: collection.headers,
@@ -205,6 +205,20 @@ extension ServerCore {
             }
         }
         return (head, nil, framing)
+    }
+}
+
+extension HTTPMethod {
+    /// The method libmicrohttpd read. The common ones are compared, not decoded: a String made
+    /// from a C string checks its UTF-8 first, on every request.
+    init(cString: UnsafePointer<CChar>) {
+        if strcmp(cString, "POST") == 0 {
+            self.init(rawValue: "POST")
+        } else if strcmp(cString, "GET") == 0 {
+            self.init(rawValue: "GET")
+        } else {
+            self.init(rawValue: String(cString: cString))
+        }
     }
 }
 

@@ -143,6 +143,11 @@ struct HelperTests {
         #expect(framing.ambiguousLength == ambiguous)
     }
 
+    @Test("a method read from libmicrohttpd's C string keeps its spelling", arguments: ["POST", "GET", "DELETE", "HEAD", "PROPFIND", "get", "POSTX", ""])
+    func methodFromCString(spelling: String) {
+        #expect(spelling.withCString(HTTPMethod.init(cString:)) == HTTPMethod(rawValue: spelling))
+    }
+
     @Test("query lookup and default rejections")
     func requestHead() {
         let head = HTTPRequestHead(method: .get, path: "/x", query: [("a", "1"), ("a", "2"), ("b", "")])
