@@ -159,10 +159,11 @@ package struct Route: Sendable, Equatable {
     }
 
     package var entry: RouteEntry { RouteTable.entries[index] }
-    package var template: String { withEntry(\.template) }
+    package var template: String { withEntry { $0.template } }
 
     /// Calls `body` with the route's entry, borrowed (`RouteTable.withEntry`): what the request
-    /// path reads of it on every request.
+    /// path reads of it on every request. (Pass a closure, not a key path: reading a class's
+    /// property through a key path makes a dynamic exclusivity check, even of a `let`.)
     func withEntry<Result>(_ body: (RouteEntry) throws -> Result) rethrows -> Result {
         try RouteTable.withEntry(at: index, body)
     }

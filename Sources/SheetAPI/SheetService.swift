@@ -172,7 +172,7 @@ public final class SheetService: HTTPResponder {
         do throws(APIError) {
             let route = try self.route(of: request.head)
             let tenant = try self.tenant(of: request.head, route: route)
-            guard case .action(let decode) = route.withEntry(\.answer) else { return .route(route, tenant) }
+            guard case .action(let decode) = route.withEntry({ $0.answer }) else { return .route(route, tenant) }
             let id = try sessionID(route)
             let asked: ActionRequest
             do { asked = try actionRequest(decode, request) } catch { return .refuse(id, tenant, error) }
