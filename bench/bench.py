@@ -77,6 +77,10 @@ SELFTEST = os.environ.get("BENCH_SELFTEST", "0") == "1"
 RESTART_SESSIONS = env_int("BENCH_RESTART_SESSIONS", 1_000_000)
 RUN_CALLGRIND = os.environ.get("BENCH_CALLGRIND", "1") != "0"
 MEMORY_LIMIT = env_int("BENCH_MEMORY_LIMIT", 12 * 1024)
+# sheetd gives its heap's free memory back every 10 s (HeapTrimming, Sources/sheetd/main.swift).
+# An idle RSS is read once that has certainly run since the last request: read sooner, it fell
+# at a random point of the cycle (the same code measured 380 and 420 B per durable session).
+IDLE_SETTLE_S = 11
 DURABLE = os.environ.get("BENCH_DURABLE", "auto").strip().lower() or "auto"
 RUN_MEMORY = os.environ.get("BENCH_MEMORY", "1") != "0"
 CALIBRATE = os.environ.get("BENCH_CALIBRATE", "1") != "0"
@@ -751,7 +755,7 @@ def main():
                 if fr["created"] is None:
                     raise RuntimeError(f"memory phase: creating {target - have} sessions did not finish in time")
                 have += fr["created"]
-                time.sleep(1.0)
+                time.sleep(IDLE_SETTLE_S)
                 rss = m.rss_bytes()
                 mem["points"].append({"sessions": have, "rss": rss, "seconds": fr["seconds"],
                                       "errors": fr["error_count"], "per_session": rss / have,
@@ -803,7 +807,7 @@ def restart_phase(help_text):
         if fr["created"] is None:
             raise RuntimeError(f"restart phase: creating {RESTART_SESSIONS} sessions did not finish in time")
         sample = create_sessions(s, 50)   # a sample to read back after the restart (also counted)
-        time.sleep(2)
+        time.sleep(IDLE_SETTLE_S)
         before = s.rss_bytes()
     finally:
         s.stop()
@@ -828,7 +832,7 @@ def restart_phase(help_text):
         missing += status != 200
     conn.close()
     all_loaded = time.monotonic() - t0
-    time.sleep(2)
+    time.sleep(IDLE_SETTLE_S)
     after = r.rss_bytes()
     r.stop()
     res = {"sessions": total, "rss_before": before, "rss_after": after, "first_answer_s": first,
