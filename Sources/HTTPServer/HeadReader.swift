@@ -28,9 +28,9 @@ struct HeaderCollection {
     var framing = FramingFields()
 }
 
-/// The fields where the request's framing is decided (its body's length, its Host), counted as
-/// the fields are collected: every request asks about them, and asked afterwards each question
-/// was a scan of all the fields.
+/// The fields that decide where the request's body ends (Content-Length, Transfer-Encoding) and
+/// whether its head stands (Host), counted as the fields are collected: every request asks about
+/// them, and asked afterwards each question was a scan of all the fields.
 struct FramingFields: Equatable {
     var hostFields = 0
     var contentLengthFields = 0
