@@ -213,9 +213,9 @@ extension HTTPMethod {
     /// from a C string checks its UTF-8 first, on every request.
     init(cString: UnsafePointer<CChar>) {
         if strcmp(cString, "POST") == 0 {
-            self.init(rawValue: "POST")
+            self = .post
         } else if strcmp(cString, "GET") == 0 {
-            self.init(rawValue: "GET")
+            self = .get
         } else {
             self.init(rawValue: String(cString: cString))
         }
