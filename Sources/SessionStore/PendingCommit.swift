@@ -12,6 +12,12 @@ public struct InPlace<Value: Sendable>: Sendable {
         self.result = result
         self.pending = pending
     }
+
+    /// The result and what it waits for, taken apart: the result moves out instead of being
+    /// copied (a snapshot's worth of retains, then as many releases) as a read of `result` is.
+    public consuming func parts() -> (result: Result<Value, StoreError>, pending: PendingCommit?) {
+        (result, pending)
+    }
 }
 
 /// The commit an answer made in place waits for, and, for a change, the publication of its

@@ -8,10 +8,11 @@ import SheetCore
 ///
 /// `runIfIdle` makes the calling thread the executor's owner while its body runs, which is what
 /// `assumeIsolated` would check (a runtime call and one more lock per request), so the isolated
-/// work is called the way `assumeIsolated` calls its body, without the check: a static method
-/// taking the shard as its isolated parameter, cast to the same function without `isolated`. A
-/// closure capturing the arguments instead would cost two allocations a request on the way
-/// through `withoutActuallyEscaping` and its reabstraction.
+/// work is called the way `assumeIsolated` calls its body, without the check: a closure taking
+/// the shard as its isolated parameter, cast to the same function without `isolated`. It
+/// captures nothing, so it is a plain function the optimiser calls directly; a static method
+/// converted there was boxed in an allocation per call, and a closure capturing the arguments
+/// would cost two on the way through `withoutActuallyEscaping` and its reabstraction.
 extension SessionShard {
     private typealias Changing = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>
     private typealias Reading = (SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>
@@ -45,25 +46,21 @@ extension SessionShard {
     nonisolated func changeInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant,
                                    ifMatch: AcceptedVersions?) -> InPlace<ActionResult>? {
         executor.runIfIdle {
-            unsafeBitCast(Self.changeNow as (isolated SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>,
-                          to: Changing.self)(self, action, id, tenant, ifMatch)
+            unsafeBitCast({ (shard: isolated SessionShard, action: SheetAction, id: SessionID, tenant: Tenant, ifMatch: AcceptedVersions?) in
+                shard.changeNow(action, to: id, of: tenant, ifMatch: ifMatch)
+            } as (isolated SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>, to: Changing.self)(self, action, id, tenant, ifMatch)
         }
     }
 
     /// `snapshot` without a task, whatever the archive; nil when the shard is busy.
     nonisolated func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>? {
         executor.runIfIdle {
-            unsafeBitCast(Self.readNow as (isolated SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>,
-                          to: Reading.self)(self, id, tenant)
+            unsafeBitCast({ (shard: isolated SessionShard, id: SessionID, tenant: Tenant) in shard.readNow(id, of: tenant) }
+                          as (isolated SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>, to: Reading.self)(self, id, tenant)
         }
     }
 
     /// `changeInPlace`'s turn on the shard.
-    private static func changeNow(_ shard: isolated SessionShard, _ action: SheetAction, _ id: SessionID, _ tenant: Tenant,
-                                  _ ifMatch: AcceptedVersions?) -> InPlace<ActionResult> {
-        shard.changeNow(action, to: id, of: tenant, ifMatch: ifMatch)
-    }
-
     private func changeNow(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) -> InPlace<ActionResult> {
         let applied = applyNow(action, to: id, of: tenant, ifMatch: ifMatch)
         switch consume applied {
@@ -83,10 +80,6 @@ extension SessionShard {
     }
 
     /// `readInPlace`'s turn on the shard.
-    private static func readNow(_ shard: isolated SessionShard, _ id: SessionID, _ tenant: Tenant) -> InPlace<SessionSnapshot> {
-        shard.readNow(id, of: tenant)
-    }
-
     private func readNow(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot> {
         let snapshot = snapshotNow(id, of: tenant)
         // A change (or delete) not committed yet answers only once it is, as `snapshot` does.

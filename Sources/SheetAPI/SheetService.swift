@@ -108,14 +108,14 @@ public final class SheetService: HTTPResponder {
     @inline(never)
     private func applyInPlace(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?,
                               request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
-        guard let change = store.changeInPlace(action, to: id, of: tenant, ifMatch: ifMatch) else { return .declined }
+        guard let (result, pending) = store.changeInPlace(action, to: id, of: tenant, ifMatch: ifMatch)?.parts() else { return .declined }
         let head = request.head
-        let response = switch change.result {
+        let response = switch result {
         case .success(let result): actionAnswer(result, action: action, requestID: requestIDs.id(for: head))
         case .failure(let error): errorResponse(APIError(error), head: head)
         }
         let answer = withCORSIfAsked(response, for: head)
-        guard let pending = change.pending else { return .answered(answer) }
+        guard let pending else { return .answered(answer) }
         // Only `later` is captured: the answer waits in the request, and the closure needs no
         // allocation of its own. A commit that failed (the store is closing) answers the 503
         // that `rejection(.serviceUnavailable)` renders, as the task path's error does.
