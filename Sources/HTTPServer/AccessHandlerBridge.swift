@@ -121,48 +121,50 @@ extension ServerCore {
             Unmanaged<ConnectionState>.fromOpaque($0).takeUnretainedValue()
         }
         connectionState?.headPending = false
-        let (head, refusal, framing) = readHead(connection: connection, url: url, method: method, version: version,
+        var (head, refusal, framing) = readHead(connection: connection, url: url, method: method, version: version,
                                                 connectionState: connectionState)
-        let headerCount = head.headers.count
-        let context = RequestContext(connection: connection, startedNanoseconds: started, limits: limits, head: head)
-        context.connectionState = connectionState
-        // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
-        // every request whose access handler ran.
-        conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+        // Counted before `isStopping` is read, as shutdown sets it before reading the count;
+        // the context made below takes it back in NOTIFY_COMPLETED.
         requestsInProgress.add(1, ordering: .relaxed)
-
-        let action = context.machine.headReceived(
-            headerCount: headerCount,
+        var machine = RequestStateMachine(limits: limits)
+        let action = machine.headReceived(
+            headerCount: head.headers.count,
             contentLength: framing.contentLength,
             ambiguousLength: framing.ambiguousLength,
             refusal: refusal,
             shuttingDown: isStopping.load(ordering: .relaxed)
         )
+        // The answer given at once, if any, is made before the context: the head then moves into
+        // it, neither copied nor reached through the context (an exclusivity check) afterwards.
+        let early: HTTPResponse?
         switch action {
         case .reject(let rejection):
-            context.connectionState?.markBusy()
-            context.connectionState?.lingerOnClose()
             var response = rejection == .serviceUnavailable
                 ? shutdownAnswer(head) : responder.rejection(rejection, head: head)
             if rejection.closesConnection {
                 response.headers.replace("Connection", "close")
             }
-            return queue(response, for: context)
+            early = response
         case .proceed:
             var tag = -1
-            let early = responder.preflight(head, tag: &tag)
-            context.head.tag = tag
-            if let early {
-                context.machine.answeredEarly()
-                context.connectionState?.markBusy()
-                context.connectionState?.lingerOnClose()
-                return queue(early, for: context)
-            }
-            if let contentLength = framing.contentLength, contentLength > 0 {
-                context.body.reserveCapacity(contentLength)
-            }
-            return MHD_Result.YES
+            early = responder.preflight(head, tag: &tag)
+            head.tag = tag
+            if early != nil { machine.answeredEarly() }
         }
+        let context = RequestContext(connection: connection, startedNanoseconds: started, machine: machine, head: consume head)
+        context.connectionState = connectionState
+        // Released in requestCompletedCallback (NOTIFY_COMPLETED), which libmicrohttpd calls for
+        // every request whose access handler ran.
+        conCls.pointee = Unmanaged.passRetained(context).toOpaque()
+        if let early {
+            context.connectionState?.markBusy()
+            context.connectionState?.lingerOnClose()
+            return queue(early, for: context)
+        }
+        if let contentLength = framing.contentLength, contentLength > 0 {
+            context.body.reserveCapacity(contentLength)
+        }
+        return MHD_Result.YES
     }
 
     /// Body chunks, the final call, and the call after a resume.

@@ -14,8 +14,8 @@ import Darwin
 /// Two kinds of fields:
 /// - `machine`, `head`, `body`, `bytesIn`, `status`, `bytesOut`, `stream`, `connectionState`: touched only by the
 ///   libmicrohttpd thread that owns the connection (libmicrohttpd runs one connection's callbacks
-///   on one thread, one at a time). `head` is also read by the deadline sweeper and shutdown,
-///   but only after it was published through the registry's mutex and never written again.
+///   on one thread, one at a time). `head` is a constant, complete with its tag when the
+///   context is made; the deadline sweeper and shutdown read it once the registry publishes it.
 /// - `answer`: written by whoever wins `resolution` (responder task, deadline sweeper, shutdown)
 ///   and read by the connection thread after the resume, ordered by `resolution`
 ///   (release store of `.ready`, acquire load).
@@ -61,7 +61,7 @@ final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
     /// When the head arrived (`sheetd_monotonic_ns`).
     let startedNanoseconds: Int64
     var machine: RequestStateMachine
-    var head: HTTPRequestHead
+    let head: HTTPRequestHead
     var body: [UInt8] = []
     var bytesIn = 0
     var status = 0
@@ -87,10 +87,10 @@ final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
     /// handler (`runInline`), 0 otherwise.
     private let inlineThread = Atomic<UInt>(0)
 
-    init(connection: OpaquePointer, startedNanoseconds: Int64, limits: RequestStateMachine.Limits, head: HTTPRequestHead) {
+    init(connection: OpaquePointer, startedNanoseconds: Int64, machine: RequestStateMachine, head: HTTPRequestHead) {
         self.connection = connection
         self.startedNanoseconds = startedNanoseconds
-        self.machine = RequestStateMachine(limits: limits)
+        self.machine = machine
         self.head = head
     }
 

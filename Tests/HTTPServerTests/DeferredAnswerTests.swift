@@ -12,7 +12,7 @@ struct DeferredAnswerTests {
         let core = ServerCore(configuration: HTTPServerConfiguration(), responder: UnavailableResponder())
         // Never dereferenced: only a suspended request's connection is handed to libmicrohttpd.
         let unusedConnection = OpaquePointer(bitPattern: 0x1)!
-        let context = RequestContext(connection: unusedConnection, startedNanoseconds: 0, limits: core.limits,
+        let context = RequestContext(connection: unusedConnection, startedNanoseconds: 0, machine: RequestStateMachine(limits: core.limits),
                                      head: HTTPRequestHead(method: .post, path: "/deferred"))
         context.core = core
         return (context, DeferredAnswer(context))
