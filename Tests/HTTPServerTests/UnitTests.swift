@@ -143,6 +143,46 @@ struct HelperTests {
         #expect(framing.ambiguousLength == ambiguous)
     }
 
+    /// The byte-at-a-time rules the word-at-a-time checks must agree with.
+    static func referenceIsToken(_ bytes: [UInt8]) -> Bool { !bytes.contains { $0 <= 0x20 || $0 == 0x7F } }
+    static func referenceIsFieldValue(_ bytes: [UInt8]) -> Bool { !bytes.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F } }
+
+    @Test("field names and values are checked word by word as byte by byte: every byte at every place", arguments: 0...20)
+    func fieldBytesEveryPlace(count: Int) {
+        for base: UInt8 in [UInt8(ascii: "a"), 0x80] {
+            let clean = [UInt8](repeating: base, count: count)
+            #expect(clean.withUnsafeBytes(isToken))
+            #expect(clean.withUnsafeBytes(isFieldValue))
+            for place in 0..<count {
+                for byte in UInt8.min...UInt8.max {
+                    var bytes = clean
+                    bytes[place] = byte
+                    // Exactly `count` bytes: a read past them is the sanitizers' to catch.
+                    #expect(bytes.withUnsafeBytes(isToken) == Self.referenceIsToken(bytes), "token \(bytes)")
+                    #expect(bytes.withUnsafeBytes(isFieldValue) == Self.referenceIsFieldValue(bytes), "value \(bytes)")
+                }
+            }
+        }
+    }
+
+    @Test("two special bytes in one field (tabs, controls, high bytes): word by word agrees with byte by byte", arguments: [3, 4, 7, 8, 9, 15, 16, 17])
+    func fieldBytesPairs(count: Int) {
+        let special: [UInt8] = [0x09, 0x00, 0x1F, 0x20, 0x7F, 0x80, 0xFF]
+        for first in 0..<count {
+            for second in first..<count {
+                for a in special {
+                    for b in special {
+                        var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: count)
+                        bytes[first] = a
+                        bytes[second] = b
+                        #expect(bytes.withUnsafeBytes(isToken) == Self.referenceIsToken(bytes), "token \(bytes)")
+                        #expect(bytes.withUnsafeBytes(isFieldValue) == Self.referenceIsFieldValue(bytes), "value \(bytes)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("a method read from libmicrohttpd's C string keeps its spelling", arguments: ["POST", "GET", "DELETE", "HEAD", "PROPFIND", "get", "POSTX", ""])
     func methodFromCString(spelling: String) {
         #expect(spelling.withCString(HTTPMethod.init(cString:)) == HTTPMethod(rawValue: spelling))
