@@ -290,10 +290,13 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         var gathered = false
         let window = options.gatherWindow
         let windowNanoseconds = Int(window / .nanoseconds(1))
+        // Made once: `Duration * Int` goes through a generic 128-bit conversion, about a
+        // thousand instructions, and it was made on every turn.
+        let quietSpell = window * 2
         var next = ArchiveCommit()   // what the queue's next group will complete
         writing: while true {
             // A group is gathered only right after another (under load), and once.
-            let target = gathered || window <= .zero || ContinuousClock.now - lastAnswered > window * 2 ? 0 : pacing.target
+            let target = gathered || window <= .zero || ContinuousClock.now - lastAnswered > quietSpell ? 0 : pacing.target
             let turn = queue.withLock { queue -> Turn in
                 if queue.changes.isEmpty {
                     if queue.closing { return .stop }
