@@ -290,8 +290,8 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
         var gathered = false
         let window = options.gatherWindow
         let windowNanoseconds = Int(window / .nanoseconds(1))
-        // Made once: `Duration * Int` goes through a generic 128-bit conversion, about a
-        // thousand instructions, and it was made on every turn.
+        // Made once: `Duration * Int` goes through a generic 128-bit conversion (about 500
+        // instructions), and it was made on every turn of the loop.
         let quietSpell = window * 2
         var next = ArchiveCommit()   // what the queue's next group will complete
         writing: while true {
