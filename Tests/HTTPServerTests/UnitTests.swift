@@ -157,7 +157,8 @@ struct HelperTests {
                 for byte in UInt8.min...UInt8.max {
                     var bytes = clean
                     bytes[place] = byte
-                    // Exactly `count` bytes: a read past them is the sanitizers' to catch.
+                    // The checks are handed exactly `count` bytes; a read past the array's
+                    // allocation is the sanitizers' to catch.
                     #expect(bytes.withUnsafeBytes(isToken) == Self.referenceIsToken(bytes), "token \(bytes)")
                     #expect(bytes.withUnsafeBytes(isFieldValue) == Self.referenceIsFieldValue(bytes), "value \(bytes)")
                 }
