@@ -47,8 +47,9 @@ extension SessionShard {
                                    ifMatch: AcceptedVersions?) -> InPlace<ActionResult>? {
         executor.runIfIdle {
             unsafeBitCast({ (shard: isolated SessionShard, action: SheetAction, id: SessionID, tenant: Tenant, ifMatch: AcceptedVersions?) in
-                shard.changeNow(action, to: id, of: tenant, ifMatch: ifMatch)
-            } as (isolated SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>, to: Changing.self)(self, action, id, tenant, ifMatch)
+                              shard.changeNow(action, to: id, of: tenant, ifMatch: ifMatch) }
+                          as (isolated SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>,
+                          to: Changing.self)(self, action, id, tenant, ifMatch)
         }
     }
 
