@@ -18,7 +18,7 @@ extension ServiceObserver {
         for (r, route) in m.routes.enumerated() {
             for (k, method) in m.methods.enumerated() {
                 for (s, status) in Metrics.statuses.enumerated() {
-                    let value = m.requests[(r * m.methods.count + k) * Metrics.statuses.count + s].current
+                    let value = m.requests[(r * m.methods.count + k) * Metrics.statuses.count + s]
                     guard value > 0 else { continue }
                     let statusLabel = status == 0 ? "other" : String(status)
                     out.sample("http_requests_total", [("method", method), ("route", route), ("status", statusLabel)], Double(value))
@@ -28,15 +28,15 @@ extension ServiceObserver {
 
         out.family("http_request_duration_seconds", "histogram", "Time from the request's headers to its answer, by route template.")
         for (r, route) in m.routes.enumerated() {
-            let count = m.durationCount[r].current
+            let count = m.durationCount[r]
             guard count > 0 else { continue }
             var cumulative: UInt64 = 0
             for (b, bound) in Metrics.buckets.enumerated() {
-                cumulative += m.durationBuckets[r * (Metrics.buckets.count + 1) + b].current
+                cumulative += m.durationBuckets[r * (Metrics.buckets.count + 1) + b]
                 out.sample("http_request_duration_seconds_bucket", [("route", route), ("le", JSONWriter.format(bound))], Double(cumulative))
             }
             out.sample("http_request_duration_seconds_bucket", [("route", route), ("le", "+Inf")], Double(count))
-            out.sample("http_request_duration_seconds_sum", [("route", route)], Double(m.durationSumMicros[r].current) / 1e6)
+            out.sample("http_request_duration_seconds_sum", [("route", route)], Double(m.durationSumMicros[r]) / 1e6)
             out.sample("http_request_duration_seconds_count", [("route", route)], Double(count))
         }
 
@@ -97,11 +97,11 @@ package struct PrometheusText {
         append("# HELP \(name) \(help)\n# TYPE \(name) \(type)\n")
     }
 
-    /// A counter family with one label: a sample per value, from the cell at the same index.
-    package mutating func counters(_ name: String, _ help: String, label: String, _ values: [String], _ cells: [CounterCell]) {
+    /// A counter family with one label: a sample per value, from the counter at the same index.
+    package mutating func counters(_ name: String, _ help: String, label: String, _ values: [String], _ cells: CounterCells) {
         precondition(values.count == cells.count, "\(name): \(values.count) label values for \(cells.count) cells")
         family(name, "counter", help)
-        for (value, cell) in zip(values, cells) { sample(name, [(label, value)], Double(cell.current)) }
+        for (index, value) in values.enumerated() { sample(name, [(label, value)], Double(cells[index])) }
     }
 
     package mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {

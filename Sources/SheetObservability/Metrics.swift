@@ -2,12 +2,36 @@ import SheetCore
 import SheetJSON
 import Synchronization
 
-/// One counter. Each label combination gets its own cell, created up front, so counting on the
-/// hot path is a single relaxed atomic add: no lock, no dictionary lookup by string.
-package final class CounterCell: Sendable {
-    package let value = Atomic<UInt64>(0)
-    package func add(_ amount: UInt64 = 1) { value.add(amount, ordering: .relaxed) }
-    package var current: UInt64 { value.load(ordering: .relaxed) }
+/// A family's counters, one per label combination, made up front in one allocation, so counting
+/// on the hot path is a single relaxed atomic add: no lock, no lookup by string, and no reference
+/// count (an object per counter was retained and released around each add).
+// @unchecked Sendable: the pointer reaches only `Atomic`s, each read and written atomically; it
+// is allocated and initialised in `init` and deinitialised and deallocated in `deinit`.
+package final class CounterCells: @unchecked Sendable {
+    private let cells: UnsafeMutablePointer<Atomic<UInt64>>
+    package let count: Int
+
+    package init(count: Int) {
+        self.count = count
+        cells = .allocate(capacity: count)
+        for index in 0..<count { (cells + index).initialize(to: Atomic(0)) }
+    }
+
+    deinit {
+        cells.deinitialize(count: count)
+        cells.deallocate()
+    }
+
+    package func add(at index: Int, _ amount: UInt64 = 1) {
+        precondition(index >= 0 && index < count, "counter \(index) of \(count)")
+        cells[index].add(amount, ordering: .relaxed)
+    }
+
+    /// The current value of counter `index`.
+    package subscript(index: Int) -> UInt64 {
+        precondition(index >= 0 && index < count, "counter \(index) of \(count)")
+        return cells[index].load(ordering: .relaxed)
+    }
 }
 
 /// The service's Prometheus counters and histograms (text format 0.0.4).
@@ -23,17 +47,17 @@ package final class Metrics: Sendable {
     /// Upper bounds in seconds: from 50 µs (a cached answer) to 30 s (the longest long-poll).
     package static let buckets: [Double] = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1, 5, 30]
 
-    package let requests: [CounterCell]          // route × method × status
-    package let durationBuckets: [CounterCell]   // route × bucket (non-cumulative; summed at exposition)
-    package let durationSumMicros: [CounterCell] // route
-    package let durationCount: [CounterCell]     // route
-    package let events: [CounterCell]            // by event type
-    package let dismissals: [CounterCell]        // by DismissReason
-    package let interceptions: [CounterCell]     // by InterceptedAttempt
-    package let confirmations: [CounterCell]     // by ConfirmAction
-    package let gestureTargets: [CounterCell]    // by GestureSettling
-    package let navigations: [CounterCell]       // by NavigationKind
-    package let refusals: [CounterCell]          // by AccessRefusal
+    package let requests: CounterCells          // route × method × status
+    package let durationBuckets: CounterCells   // route × bucket (non-cumulative; summed at exposition)
+    package let durationSumMicros: CounterCells // route
+    package let durationCount: CounterCells     // route
+    package let events: CounterCells            // by event type
+    package let dismissals: CounterCells        // by DismissReason
+    package let interceptions: CounterCells     // by InterceptedAttempt
+    package let confirmations: CounterCells     // by ConfirmAction
+    package let gestureTargets: CounterCells    // by GestureSettling
+    package let navigations: CounterCells       // by NavigationKind
+    package let refusals: CounterCells          // by AccessRefusal
 
     package static let eventTypes = SheetEvent.EventType.allCases
     package static let dismissReasons = DismissReason.allCases
@@ -56,17 +80,16 @@ package final class Metrics: Sendable {
         init(_ target: DragTarget) { self = target == .closed ? .closed : .detent }
     }
 
-    /// The cell of `value` in a family whose cells are one per case, in `allCases` order.
-    private static func cell<Label: CaseIterable & Equatable>(_ value: Label, in cells: [CounterCell]) -> CounterCell
-    where Label.AllCases == [Label] {
-        cells[Label.allCases.firstIndex(of: value)!]
+    /// The index of `value`'s counter in a family whose counters are one per case, in `allCases` order.
+    private static func index<Label: CaseIterable & Equatable>(of value: Label) -> Int where Label.AllCases == [Label] {
+        Label.allCases.firstIndex(of: value)!
     }
 
     /// `routes` are the route table's templates in its order, `methods` every method it routes.
     package init(routes: [String], methods: [String]) {
         self.routes = routes + ["unmatched"]
         self.methods = methods + ["HEAD", "OTHER"]
-        func cells(_ count: Int) -> [CounterCell] { (0..<count).map { _ in CounterCell() } }
+        func cells(_ count: Int) -> CounterCells { CounterCells(count: count) }
         requests = cells(self.routes.count * self.methods.count * Self.statuses.count)
         durationBuckets = cells(self.routes.count * (Self.buckets.count + 1))
         durationSumMicros = cells(self.routes.count)
@@ -89,21 +112,21 @@ package final class Metrics: Sendable {
         let routeIndex = route ?? routes.count - 1
         let methodIndex = self.methodIndex(method)
         let statusIndex = Self.statuses.firstIndex(of: status) ?? Self.statuses.count - 1
-        requests[(routeIndex * self.methods.count + methodIndex) * Self.statuses.count + statusIndex].add()
+        requests.add(at: (routeIndex * self.methods.count + methodIndex) * Self.statuses.count + statusIndex)
         let bucket = Self.buckets.firstIndex { seconds <= $0 } ?? Self.buckets.count
-        durationBuckets[routeIndex * (Self.buckets.count + 1) + bucket].add()
-        durationSumMicros[routeIndex].add(UInt64(max(0, seconds * 1_000_000)))
-        durationCount[routeIndex].add()
+        durationBuckets.add(at: routeIndex * (Self.buckets.count + 1) + bucket)
+        durationSumMicros.add(at: routeIndex, UInt64(max(0, seconds * 1_000_000)))
+        durationCount.add(at: routeIndex)
     }
 
     /// Counts what one applied action did (never called for a replay, which applies nothing).
     package func recordOutcome(_ action: SheetAction, _ outcome: SheetOutcome) {
         recordEvents(outcome.events)
         if case .confirm(let choice) = action {
-            confirmations[Self.confirmActions.firstIndex(of: choice)!].add()
+            confirmations.add(at: Self.confirmActions.firstIndex(of: choice)!)
         }
         if let gesture = outcome.gesture {
-            Self.cell(GestureSettling(gesture.target), in: gestureTargets).add()
+            gestureTargets.add(at: Self.index(of: GestureSettling(gesture.target)))
         }
     }
 
@@ -111,16 +134,16 @@ package final class Metrics: Sendable {
     /// action's own session, and those a chain step recorded on the sessions above and below.
     package func recordEvents(_ recorded: [SheetEvent]) {
         for event in recorded {
-            events[Self.eventTypes.firstIndex(of: event.kind.type)!].add()
+            events.add(at: Self.eventTypes.firstIndex(of: event.kind.type)!)
             switch event.kind {
             case .dismissed(let reason, _):
-                dismissals[Self.dismissReasons.firstIndex(of: reason)!].add()
+                dismissals.add(at: Self.dismissReasons.firstIndex(of: reason)!)
             case .intercepted(let attempted, _):
-                Self.cell(InterceptedAttempt(attempted), in: interceptions).add()
+                interceptions.add(at: Self.index(of: InterceptedAttempt(attempted)))
             case .pushed:
-                Self.cell(NavigationKind.push, in: navigations).add()
+                navigations.add(at: Self.index(of: NavigationKind.push))
             case .popped:
-                Self.cell(NavigationKind.pop, in: navigations).add()
+                navigations.add(at: Self.index(of: NavigationKind.pop))
             default:
                 break
             }
@@ -129,11 +152,11 @@ package final class Metrics: Sendable {
 
     /// A created session's `presented` event, and the `covered` its parent recorded, if any.
     package func recordCreated(_ sheet: Sheet) {
-        events[Self.eventTypes.firstIndex(of: .presented)!].add()
-        if sheet.parent != nil { events[Self.eventTypes.firstIndex(of: .covered)!].add() }
+        events.add(at: Self.eventTypes.firstIndex(of: .presented)!)
+        if sheet.parent != nil { events.add(at: Self.eventTypes.firstIndex(of: .covered)!) }
     }
 
     package func recordRefusal(_ refusal: AccessRefusal) {
-        refusals[AccessRefusal.allCases.firstIndex(of: refusal)!].add()
+        refusals.add(at: AccessRefusal.allCases.firstIndex(of: refusal)!)
     }
 }
