@@ -226,8 +226,13 @@ public final class SheetService: HTTPResponder {
     }
 
     public func completed(_ record: HTTPExchangeRecord) {
-        let route = Route(tag: record.head.tag, path: record.head.path)
-        observer.completed(record, route: route?.index, template: route?.template) { tenantForLog(record.head) }
+        // Only labels: the route `preflight` tagged this very head with is taken as it is (a
+        // request's answer matches its tag against the path again; its metrics need not).
+        let tag = record.head.tag
+        let index = RouteTable.entries.indices.contains(tag) ? tag : Route(path: record.head.path)?.index
+        observer.completed(record, route: index, template: index.map { RouteTable.withEntry(at: $0) { $0.template } }) {
+            tenantForLog(record.head)
+        }
     }
 
     // MARK: Routing
