@@ -60,24 +60,27 @@ public struct SessionID: Hashable, Sendable, CustomStringConvertible {
     private static func parse(_ utf8: UnsafeBufferPointer<UInt8>) -> SessionID? {
         guard utf8.count == 22, let base = utf8.baseAddress else { return nil }
         var invalid = 0
-        var top: UInt64 = 0
-        for index in 0..<10 {
-            let value = sixBits(of: base[index])
-            invalid |= value
-            top = top << 6 | UInt64(truncatingIfNeeded: value)
-        }
+        let top = bits(of: base, count: 10, gathering: &invalid)
         let across = sixBits(of: base[10])
-        var bottom: UInt64 = 0
-        for index in 11..<21 {
-            let value = sixBits(of: base[index])
-            invalid |= value
-            bottom = bottom << 6 | UInt64(truncatingIfNeeded: value)
-        }
+        let bottom = bits(of: base + 11, count: 10, gathering: &invalid)
         let last = sixBits(of: base[21])
         // The last character carries the final 2 bits in its top bits; the rest must be zero.
         guard (invalid | across | last) & ~63 == 0, last & 0b1111 == 0 else { return nil }
         return SessionID(high: top << 4 | UInt64(across >> 2),
                          low: UInt64(across & 0b11) << 62 | bottom << 2 | UInt64(last >> 4))
+    }
+
+    /// The values of the `count` characters at `start`, six bits each, the first in the highest;
+    /// every value is also ORed into `invalid`, which a byte outside the alphabet takes above 63.
+    @inline(__always)
+    private static func bits(of start: UnsafePointer<UInt8>, count: Int, gathering invalid: inout Int) -> UInt64 {
+        var bits: UInt64 = 0
+        for index in 0..<count {
+            let value = sixBits(of: start[index])
+            invalid |= value
+            bits = bits << 6 | UInt64(truncatingIfNeeded: value)
+        }
+        return bits
     }
 
     public var description: String {
