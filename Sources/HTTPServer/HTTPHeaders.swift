@@ -27,6 +27,17 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, C
         self.init(elements)
     }
 
+    /// A list of its own holding `template`'s fields, with room for `extraBytes` more bytes of
+    /// fields: one allocation and one copy, where adding the fields again copies and checks each.
+    /// (The template is borrowed: a list every request starts from is never retained by them.)
+    public init(copying template: borrowing HTTPHeaders, reservingBytes extraBytes: Int) {
+        guard let copy = template.storage?.object.copy(reservingBytes: extraBytes) else {
+            reserveCapacity(bytes: extraBytes)
+            return
+        }
+        storage = SharedFieldBytes(object: copy)
+    }
+
     /// How many fields there are.
     public var count: Int { storage?.object.counts.fields ?? 0 }
 
@@ -271,6 +282,20 @@ final class FieldBytes: ManagedBuffer<FieldBytes.Counts, UInt8> {
                 else { continue }
                 if !body(UnsafeBufferPointer(start: nameStart + nameLength + 1, count: valueLength)) { return }
             }
+        }
+    }
+
+    /// A storage of its own with these fields and room for `extraBytes` more. (A method of the
+    /// storage, called on the reference the list holds, borrowed: see `forEachValue`.)
+    func copy(reservingBytes extraBytes: Int) -> FieldBytes {
+        withUnsafeMutablePointers { counts, bytes in
+            let copy = FieldBytes.make(capacity: counts.pointee.used + extraBytes)
+            copy.withUnsafeMutablePointers { newCounts, newBytes in
+                newBytes.update(from: bytes, count: counts.pointee.used)
+                newCounts.pointee.used = counts.pointee.used
+                newCounts.pointee.fields = counts.pointee.fields
+            }
+            return copy
         }
     }
 

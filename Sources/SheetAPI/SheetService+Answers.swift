@@ -65,13 +65,17 @@ extension SheetService {
     /// A JSON answer. Every answer describes state that changes, so none may be stored by a
     /// cache (`no-store`); a session's GET, which has a validator, relaxes that to `no-cache`.
     func json(_ status: Int, _ body: [UInt8], requestID: String) -> HTTPResponse {
-        var headers = HTTPHeaders()
-        headers.reserveCapacity(5)   // these three, ETag, and one more (Location or Allow)
-        headers.add("Content-Type", "application/json; charset=utf-8")
-        headers.add("Cache-Control", "no-store")
+        // Room for the request id, an ETag and one more (Location or Allow).
+        var headers = HTTPHeaders(copying: Self.jsonFields, reservingBytes: 3 * 48)
         headers.add("X-Request-Id", requestID)
         return HTTPResponse(status: status, headers: headers, body: .bytes(body))
     }
+
+    /// The fields every JSON answer starts with.
+    private static let jsonFields: HTTPHeaders = [
+        "Content-Type": "application/json; charset=utf-8",
+        "Cache-Control": "no-store",
+    ]
 
     func sessionResponse(_ status: Int, _ body: [UInt8], version: UInt64, requestID: String) -> HTTPResponse {
         var response = json(status, body, requestID: requestID)

@@ -251,6 +251,27 @@ struct HTTPHeadersStorageTests {
         #expect(headers.count == kept.count + 1)
     }
 
+    @Test("a copy of a template holds its fields and grows apart from it", arguments: [
+        [],
+        [("Content-Type", "application/json"), ("Cache-Control", "no-store")],
+        [("A", ""), ("b", "2"), ("A", "3")],
+    ])
+    func copying(fields: [(String, String)]) {
+        let template = HTTPHeaders(fields)
+        for extra in [0, 1, 144] {
+            var copy = HTTPHeaders(copying: template, reservingBytes: extra)
+            #expect(copy.map { "\($0.name)=\($0.value)" } == fields.map { "\($0.0)=\($0.1)" })
+            copy.add("X-Request-Id", String(repeating: "r", count: 200))
+            copy.add("ETag", "\"7\"")
+            #expect(copy.count == fields.count + 2)
+            #expect(copy["x-request-id"]?.utf8.count == 200)
+            #expect(copy["etag"] == "\"7\"")
+            #expect(template.count == fields.count, "the template is untouched")
+            #expect(template["X-Request-Id"] == nil)
+            #expect(template.map { "\($0.name)=\($0.value)" } == fields.map { "\($0.0)=\($0.1)" })
+        }
+    }
+
     @Test("long and empty names and values survive the buffer's growth")
     func growth() {
         var headers = HTTPHeaders()
