@@ -198,17 +198,7 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral, C
 
     /// A storage of its own with room for `capacity` bytes, holding the fields so far.
     private mutating func grow(to capacity: Int) {
-        let bigger = FieldBytes.make(capacity: capacity)
-        if let storage = storage?.object {
-            storage.withUnsafeMutablePointers { header, bytes in
-                bigger.withUnsafeMutablePointers { newHeader, newBytes in
-                    newBytes.update(from: bytes, count: header.pointee.used)
-                    newHeader.pointee.used = header.pointee.used
-                    newHeader.pointee.fields = header.pointee.fields
-                }
-            }
-        }
-        storage = SharedFieldBytes(object: bigger)
+        storage = SharedFieldBytes(object: storage?.object.copy(capacity: capacity) ?? FieldBytes.make(capacity: capacity))
     }
 
     /// The name of the field at `index` (in order of addition).
@@ -288,8 +278,14 @@ final class FieldBytes: ManagedBuffer<FieldBytes.Counts, UInt8> {
     /// A storage of its own with these fields and room for `extraBytes` more. (A method of the
     /// storage, called on the reference the list holds, borrowed: see `forEachValue`.)
     func copy(reservingBytes extraBytes: Int) -> FieldBytes {
+        copy(capacity: counts.used + extraBytes)
+    }
+
+    /// A storage of its own with these fields, with room for `capacity` bytes (at least those used).
+    func copy(capacity: Int) -> FieldBytes {
         withUnsafeMutablePointers { counts, bytes in
-            let copy = FieldBytes.make(capacity: counts.pointee.used + extraBytes)
+            precondition(capacity >= counts.pointee.used, "a copy of \(counts.pointee.used) bytes of fields into \(capacity)")
+            let copy = FieldBytes.make(capacity: capacity)
             copy.withUnsafeMutablePointers { newCounts, newBytes in
                 newBytes.update(from: bytes, count: counts.pointee.used)
                 newCounts.pointee.used = counts.pointee.used

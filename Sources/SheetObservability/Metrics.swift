@@ -89,18 +89,17 @@ package final class Metrics: Sendable {
     package init(routes: [String], methods: [String]) {
         self.routes = routes + ["unmatched"]
         self.methods = methods + ["HEAD", "OTHER"]
-        func cells(_ count: Int) -> CounterCells { CounterCells(count: count) }
-        requests = cells(self.routes.count * self.methods.count * Self.statuses.count)
-        durationBuckets = cells(self.routes.count * (Self.buckets.count + 1))
-        durationSumMicros = cells(self.routes.count)
-        durationCount = cells(self.routes.count)
-        events = cells(Self.eventTypes.count)
-        dismissals = cells(Self.dismissReasons.count)
-        interceptions = cells(InterceptedAttempt.allCases.count)
-        confirmations = cells(Self.confirmActions.count)
-        gestureTargets = cells(GestureSettling.allCases.count)
-        navigations = cells(NavigationKind.allCases.count)
-        refusals = cells(AccessRefusal.allCases.count)
+        requests = CounterCells(count: self.routes.count * self.methods.count * Self.statuses.count)
+        durationBuckets = CounterCells(count: self.routes.count * (Self.buckets.count + 1))
+        durationSumMicros = CounterCells(count: self.routes.count)
+        durationCount = CounterCells(count: self.routes.count)
+        events = CounterCells(count: Self.eventTypes.count)
+        dismissals = CounterCells(count: Self.dismissReasons.count)
+        interceptions = CounterCells(count: InterceptedAttempt.allCases.count)
+        confirmations = CounterCells(count: Self.confirmActions.count)
+        gestureTargets = CounterCells(count: GestureSettling.allCases.count)
+        navigations = CounterCells(count: NavigationKind.allCases.count)
+        refusals = CounterCells(count: AccessRefusal.allCases.count)
     }
 
     package func methodIndex(_ method: String) -> Int {
