@@ -14,6 +14,9 @@ involuntary context switches per request (/proc/PID/task/*/status). For sheetd's
 share of requests that waited on a suspended connection (sheetd_request_suspensions_total) and,
 with PROFILE_MALLOC=1 (needs perf and root), malloc calls per request (a perf probe on libc's
 malloc). PROFILE_PERF=1 adds the 25 hottest user-space symbols of sheetd's drag (perf record).
+PROFILE_PLACES=1 adds, for sheetd's drag and the baseline's, CPU per request by where it was
+spent, kernel included: per object (the kernel, sheetd, libc, libmicrohttpd, the Swift runtime)
+and the kernel's hottest symbols (perf record of the cpu-clock, both need perf and root).
 """
 import os
 import re
@@ -114,6 +117,37 @@ def hottest_symbols(server, cmd, count=25):
     return lines[:count]
 
 
+PLACES_HZ = 4999
+
+
+def cpu_by_place(server, cmd, kernel_symbols=8):
+    """CPU µs per request of `server` under `cmd`, by object and by the kernel's hottest symbols,
+    from cpu-clock samples (each sample stands for 1/PLACES_HZ s of CPU); None without perf."""
+    if os.geteuid() != 0 or subprocess.run(["which", "perf"], capture_output=True).returncode != 0:
+        return None
+    data = os.path.join(bench.OUT, f"places.{server.name}.perf.data")
+    perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", str(PLACES_HZ), "-o", data,
+                             "-p", str(server.proc.pid), "--", "sleep", str(SECONDS + 1)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)   # perf attached before the first request
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    perf.wait()
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+
+    def rows(*options):
+        report = subprocess.run(["perf", "report", "-i", data, "--no-children", "-g", "none", "-n", "--stdio",
+                                 *options], capture_output=True, text=True).stdout
+        found = []
+        for line in report.splitlines():
+            fields = line.split()
+            if len(fields) >= 3 and not line.startswith("#") and fields[1].isdigit():
+                found.append((int(fields[1]) * 1e6 / PLACES_HZ / requests, fields[-1]))
+        return found
+
+    return {"objects": rows("--sort", "dso")[:6],
+            "kernel": rows("--sort", "sym", "--dsos", "[kernel.kallsyms]")[:kernel_symbols]}
+
+
 def main():
     os.makedirs(bench.OUT, exist_ok=True)
     help_text = bench.sheetd_help()
@@ -156,6 +190,16 @@ def main():
                 print("sheetd drag, hottest user-space symbols (perf record --all-user):")
                 for line in hottest_symbols(sheetd, runs["sheetd drag"][1]):
                     print("  " + line[:150])
+            if os.environ.get("PROFILE_PLACES") == "1":
+                for name in ("sheetd drag", "baseline drag"):
+                    server, cmd = runs[name]
+                    places = cpu_by_place(server, cmd)
+                    if places is None:
+                        print("CPU by place: needs perf and root")
+                        break
+                    print(f"{name}, CPU µs per request by place (perf record -e cpu-clock):")
+                    print("  objects: " + ", ".join(f"{where} {us:.2f}" for us, where in places["objects"]))
+                    print("  kernel:  " + ", ".join(f"{where} {us:.2f}" for us, where in places["kernel"]))
         finally:
             baseline.stop()
     finally:
