@@ -89,9 +89,13 @@ def measure(server, cmd, extra=None):
     }
 
 
+def perf_usable():
+    return os.geteuid() == 0 and subprocess.run(["which", "perf"], capture_output=True).returncode == 0
+
+
 def malloc_calls(server, cmd):
     """malloc calls per request of `server` under `cmd`, from a perf probe (None if unavailable)."""
-    if os.geteuid() != 0 or subprocess.run(["which", "perf"], capture_output=True).returncode != 0:
+    if not perf_usable():
         return None
     subprocess.run(["perf", "probe", "-q", "-x", LIBC, "malloc"], capture_output=True)
     with tempfile.NamedTemporaryFile("r", suffix=".txt") as stat:
@@ -122,8 +126,9 @@ PLACES_HZ = 4999
 
 def cpu_by_place(server, cmd, kernel_symbols=8):
     """CPU µs per request of `server` under `cmd`, by object and by the kernel's hottest symbols,
-    from cpu-clock samples (each sample stands for 1/PLACES_HZ s of CPU); None without perf."""
-    if os.geteuid() != 0 or subprocess.run(["which", "perf"], capture_output=True).returncode != 0:
+    from cpu-clock samples (the kernel turns the frequency into a fixed period, so each sample
+    stands for 1/PLACES_HZ s of CPU); None without perf."""
+    if not perf_usable():
         return None
     data = os.path.join(bench.OUT, f"places.{server.name}.perf.data")
     perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", str(PLACES_HZ), "-o", data,
