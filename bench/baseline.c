@@ -22,8 +22,15 @@
  * start to take N nanoseconds of CPU (bench.py's calibration phase passes sheetd's extra CPU
  * per drag).
  *
+ * --fresh-answers 1 makes every POST other than a create answer the way sheetd answers: a
+ * response made for it, with a copy of the body (a fresh id in it), and sheetd's four header
+ * fields (Content-Type, Cache-Control, a 22-character X-Request-Id, an ETag), created, queued
+ * and destroyed per request. It measures what libmicrohttpd's per-answer work costs, apart
+ * from anything sheetd computes.
+ *
  * Usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES
  *                 [--get-size BYTES] [--create-size BYTES] [--burn-ns N] [--memory-limit BYTES]
+ *                 [--fresh-answers 1]
  * Logs "baseline listening on http://HOST:PORT" on stderr; SIGINT/SIGTERM stop it.
  *
  * Build: cc -O2 -o baseline-server baseline.c $(pkg-config --cflags --libs libmicrohttpd) -lpthread
@@ -59,8 +66,11 @@ static struct MHD_Response *resp_413;
 static size_t create_size;
 static char *create_template; /* create answer; the id is written at create_id_off */
 static size_t create_id_off;
-static atomic_uint_fast64_t create_counter;
 static long long burn_ns; /* --burn-ns: thread CPU time spent per request (0: none) */
+static char *generic_template; /* --fresh-answers: the POST answer; its id at generic_id_off */
+static size_t generic_size, generic_id_off;
+static int fresh_answers;
+static atomic_uint_fast64_t answer_counter; /* ids for creates and fresh answers */
 
 static const char CT[] = "application/json; charset=utf-8";
 
@@ -140,17 +150,29 @@ static void burn_calibrate(void) {
 
 static void burn_cpu(void) { burn_loop((uint64_t)(burn_iterations_per_ns * (double)burn_ns)); }
 
-static enum MHD_Result answer_create(struct MHD_Connection *c) {
-  char *body = malloc(create_size);
+/* An answer made for one request: a copy of `template` with a fresh id at `id_off`; with
+ * `contract_fields`, also the header fields sheetd adds to every answer. */
+static enum MHD_Result answer_fresh(struct MHD_Connection *c, unsigned status,
+                                    const char *template, size_t size, size_t id_off,
+                                    int contract_fields) {
+  char *body = malloc(size);
   if (!body) return MHD_NO;
-  memcpy(body, create_template, create_size);
-  encode_id(atomic_fetch_add_explicit(&create_counter, 1, memory_order_relaxed) + 1,
-            body + create_id_off);
-  struct MHD_Response *r =
-      MHD_create_response_from_buffer(create_size, body, MHD_RESPMEM_MUST_FREE);
+  memcpy(body, template, size);
+  uint64_t n = atomic_fetch_add_explicit(&answer_counter, 1, memory_order_relaxed) + 1;
+  encode_id(n, body + id_off);
+  struct MHD_Response *r = MHD_create_response_from_buffer(size, body, MHD_RESPMEM_MUST_FREE);
   if (!r) { free(body); return MHD_NO; }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CT);
-  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_CREATED, r);
+  if (contract_fields) {
+    char request_id[23], etag[32];
+    encode_id(n * 2654435761u, request_id);
+    request_id[22] = 0;
+    snprintf(etag, sizeof etag, "\"%llu\"", (unsigned long long)(n % 1000) + 2);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(r, "X-Request-Id", request_id);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, etag);
+  }
+  enum MHD_Result ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ret;
 }
@@ -198,9 +220,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
   /* Final call: the whole body is in r->buf (unused: there is no sheet logic here). */
   if (burn_ns > 0) burn_cpu();
   if (strcmp(method, MHD_HTTP_METHOD_POST) == 0 && strcmp(url, "/sessions") == 0)
-    return answer_create(c);
+    return answer_fresh(c, MHD_HTTP_CREATED, create_template, create_size, create_id_off, 0);
   if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
     return MHD_queue_response(c, MHD_HTTP_OK, resp_get);
+  if (fresh_answers)
+    return answer_fresh(c, MHD_HTTP_OK, generic_template, generic_size, generic_id_off, 1);
   return MHD_queue_response(c, MHD_HTTP_OK, resp_generic);
 }
 
@@ -222,7 +246,8 @@ static void usage(void) {
           "usage: baseline [--host 127.0.0.1] --port P --threads N --body-size BYTES\n"
           "                [--get-size BYTES] [--create-size BYTES] [--burn-ns N] [--memory-limit BYTES]\n"
           "  --memory-limit BYTES  MHD_OPTION_CONNECTION_MEMORY_LIMIT (default 12288, sheetd's)\n"
-          "  --burn-ns N  calibration: spin N ns of thread CPU per request (what a C server with sheetd's CPU cost per request measures)\n");
+          "  --burn-ns N  calibration: spin N ns of thread CPU per request (what a C server with sheetd's CPU cost per request measures)\n"
+          "  --fresh-answers 1  answer each POST with a response made for it, with sheetd's four header fields\n");
   exit(2);
 }
 
@@ -241,6 +266,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--create-size")) csize = strtol(v, NULL, 10);
     else if (!strcmp(a, "--burn-ns")) burn_ns = strtoll(v, NULL, 10);
     else if (!strcmp(a, "--memory-limit")) memory_limit = strtol(v, NULL, 10);
+    else if (!strcmp(a, "--fresh-answers")) fresh_answers = strtol(v, NULL, 10) != 0;
     else usage();
   }
   if (port < 0 || port > 65535 || threads < 1 || body_size < 0 || burn_ns < 0 || memory_limit < 2048) usage();
@@ -252,6 +278,9 @@ int main(int argc, char **argv) {
   char *generic = padded_json(
       "{\"session\":{\"id\":\"AAAAAAAAAAAAAAAAAAAAAA\",\"detent\":\"large\"},\"events\":[],", (size_t)body_size, &len);
   resp_generic = fixed_response(generic, len);
+  generic_template = generic;
+  generic_size = len;
+  generic_id_off = strlen("{\"session\":{\"id\":\"");
   char *get = padded_json("{\"id\":\"AAAAAAAAAAAAAAAAAAAAAA\",\"detent\":\"large\",", (size_t)get_size, &len);
   resp_get = fixed_response(get, len);
   static const char too_large[] =

@@ -133,19 +133,22 @@ def stat_cpu_ticks(path):
 
 
 class Server:
-    def __init__(self, name, argv, cwd=None):
+    def __init__(self, name, argv, cwd=None, env=None):
         self.name, self.argv, self.cwd = name, argv, cwd
+        self.env = env  # variables added to the server's environment (LD_PRELOAD in bench/ab.py)
         self.proc = None
         self.port = None
         self.logpath = os.path.join(OUT, f"{name}.stderr.log")
         self.first_lines = ""
 
     def start(self, timeout=60):
-        commands.append(f"{self.name}: {shlex.join(self.argv)}")
+        added = "".join(f"{k}={shlex.quote(v)} " for k, v in (self.env or {}).items())
+        commands.append(f"{self.name}: {added}{shlex.join(self.argv)}")
         self.logf = open(self.logpath, "ab")
         self.logf.truncate(0)
         self.proc = subprocess.Popen(self.argv, stdout=self.logf, stderr=self.logf,
-                                     stdin=subprocess.DEVNULL, cwd=self.cwd)
+                                     stdin=subprocess.DEVNULL, cwd=self.cwd,
+                                     env={**os.environ, **self.env} if self.env else None)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with open(self.logpath, "rb") as f:
