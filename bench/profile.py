@@ -110,6 +110,9 @@ def malloc_calls(server, cmd):
 
 
 def hottest_symbols(server, cmd, count=25):
+    """The `count` hottest user-space symbols of `server` under `cmd` (None without perf)."""
+    if not perf_usable():
+        return None
     data = os.path.join(bench.OUT, "profile.perf.data")
     perf = subprocess.Popen(["perf", "record", "--all-user", "-F", "2000", "-g", "-o", data, "-p", str(server.proc.pid),
                              "--", "sleep", str(SECONDS)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -192,9 +195,13 @@ def main():
                 calls = malloc_calls(sheetd, runs["sheetd drag"][1])
                 print(f"sheetd drag: {calls:.1f} malloc calls per request" if calls else "malloc count: needs perf and root")
             if os.environ.get("PROFILE_PERF") == "1":
-                print("sheetd drag, hottest user-space symbols (perf record --all-user):")
-                for line in hottest_symbols(sheetd, runs["sheetd drag"][1]):
-                    print("  " + line[:150])
+                lines = hottest_symbols(sheetd, runs["sheetd drag"][1])
+                if lines is None:
+                    print("hottest symbols: needs perf and root")
+                else:
+                    print("sheetd drag, hottest user-space symbols (perf record --all-user):")
+                    for line in lines:
+                        print("  " + line[:150])
             if os.environ.get("PROFILE_PLACES") == "1":
                 for name in ("sheetd drag", "baseline drag"):
                     server, cmd = runs[name]
