@@ -81,12 +81,13 @@ struct StreamAndShutdownTests {
 
     /// A started server the test shuts down itself (`withServer` would do it after the body).
     /// A server whose shutdown grace runs on `clock`: the tests never move it, so a shutdown
-    /// that returns did so without waiting out its grace.
+    /// that returns did so without waiting out its grace. Its port is unshared: the tests connect
+    /// to it after shutdown, and a port 0 pick, once freed, can go to another test's server.
     static func startServer(clock: ManualClock) throws -> (HTTPServer, Int, Probe) {
         var configuration = HTTPServerConfiguration()
         configuration.clock = clock
         configuration.inactivityTimeout = .seconds(3600)
-        configuration.port = 0
+        configuration.port = try LoopbackPorts.unshared()
         configuration.errorLog = { _ in }
         let probe = Probe()
         let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: probe))
@@ -144,7 +145,7 @@ struct StreamAndShutdownTests {
     func shutdownUnderConnectionChurn() async throws {
         for _ in 0..<10 {
             var configuration = HTTPServerConfiguration()
-            configuration.port = 0
+            configuration.port = try LoopbackPorts.unshared()   // its clients connect until it is gone
             configuration.threads = 4
             configuration.errorLog = { _ in }
             let server = HTTPServer(configuration: configuration, responder: TestResponder(probe: Probe()))

@@ -41,17 +41,6 @@ struct PostgresServerTests {
         return (postgres.directory, postmaster)
     }
 
-    /// The kernel gives ports of its ephemeral range to outgoing connections and port-0 binds at
-    /// any moment; a postmaster's port must not be one of them, nor another server's of this run.
-    @Test func portsComeFromBelowTheEphemeralRangeAndDiffer() throws {
-        let range = try #require(PostgresServer.ephemeralPortRange())
-        let ports = try (0..<64).map { _ in try PostgresServer.freePort() }
-        #expect(Set(ports).count == ports.count)
-        for port in ports {
-            #expect(port >= 1_024 && port < range.lowerBound, "port \(port), ephemeral range \(range)")
-        }
-    }
-
     @Test func listensOnLoopbackOnly() async throws {
         try await offPool {
             let postgres = try PostgresServer()

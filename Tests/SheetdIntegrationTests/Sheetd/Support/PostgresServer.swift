@@ -58,7 +58,7 @@ final class PostgresServer: @unchecked Sendable {
             }
             chown(directory, entry.pointee.pw_uid, entry.pointee.pw_gid)
         }
-        port = try Self.freePort()
+        port = try LoopbackPorts.unshared()   // bound after initdb, seconds later, and again on each `start`
         self.settings = Self.testSettings.merging(settings) { $1 }
         self.binaries = binaries
         try ReapedChild.run(binaries + "/initdb", [
@@ -141,57 +141,6 @@ final class PostgresServer: @unchecked Sendable {
     deinit {
         stop(immediate: true)
         Self.remove(directory)
-    }
-
-    /// A port for the postmaster, which binds it seconds later (after initdb), and again on each
-    /// `start`. It lies below the kernel's ephemeral range (`ip_local_port_range`): the kernel
-    /// hands out ports in that range to outgoing connections and to binds of port 0, which the
-    /// tests make by the thousand meanwhile, and one of them landing on a port picked from that
-    /// range kept postgres from starting ("Address already in use"). Below it only an explicit
-    /// bind takes a port. The picks of one test process are different ports (a counter from a
-    /// random start), and each is checked free by binding it.
-    static func freePort() throws -> Int {
-        let ephemeralStart = Self.ephemeralPortRange()?.lowerBound ?? 32_768
-        let span = min(16_384, ephemeralStart - 1_024)   // ports [ephemeralStart - span, ephemeralStart)
-        guard span >= 256 else { return try bindablePort(0) }   // no room below the range: the kernel's pick
-        portPicks.lock()
-        defer { portPicks.unlock() }
-        for _ in 0..<span {
-            let offset = nextPortOffset ?? Int.random(in: 0..<span)
-            nextPortOffset = (offset + 1) % span
-            if let port = try? bindablePort(ephemeralStart - span + offset) { return port }
-        }
-        throw ReapedChild.Failure(description: "no free port below \(ephemeralStart)")
-    }
-
-    private static let portPicks = NSLock()
-    // nonisolated(unsafe): only read or written while holding `portPicks`.
-    nonisolated(unsafe) private static var nextPortOffset: Int?
-
-    /// The kernel's range of ephemeral ports, from /proc (nil where it cannot be read).
-    static func ephemeralPortRange() -> ClosedRange<Int>? {
-        let text = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)) ?? ""
-        let bounds = text.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
-        guard bounds.count == 2, bounds[0] <= bounds[1] else { return nil }
-        return bounds[0]...bounds[1]
-    }
-
-    /// `port` (or, for 0, the kernel's pick) if a socket on 127.0.0.1 can bind it now.
-    private static func bindablePort(_ port: Int) throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard fd >= 0, bound else { throw ReapedChild.Failure(description: "port \(port) is not free: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     // MARK: What the test process cleans up when it exits
