@@ -33,7 +33,7 @@ Run through bench/run (which builds both binaries); configuration comes from the
                           (bench/callgrind.py; needs valgrind; 0: skip)
   BENCH_MEMORY_LIMIT=12288   the baseline's connection memory: sheetd's (HTTPServerConfiguration)
   BENCH_SELFTEST=1        no sheetd: the baseline plays both sides (tests the harness)
-  BENCH_RESULTS=bench/RESULTS.md
+  BENCH_RESULTS=bench/RESULTS.md   (a self-test's default: bench/out/selftest/RESULTS.md)
 
 Every figure comes from wrk (a done() callback prints percentiles incl. p99.9) and from
 /proc/PID/stat (server CPU) and /proc/PID/status (VmRSS).
@@ -87,7 +87,11 @@ CALIBRATE = os.environ.get("BENCH_CALIBRATE", "1") != "0"
 CALIBRATE_BURN_US = os.environ.get("BENCH_CALIBRATE_BURN_US", "").strip()
 CALIBRATE_BURN_US = float(CALIBRATE_BURN_US) if CALIBRATE_BURN_US else None
 MEMORY_COUNTS = [int(x) for x in os.environ.get("BENCH_MEMORY_SESSIONS", "100000,1000000").split(",") if x.strip()]
-RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(HERE, "RESULTS.md"))
+# A self-test writes apart from the committed figures (RESULTS.md, results.png) and the raw
+# results.json of the last real run, which its figures would otherwise replace.
+RESULTS = os.environ.get("BENCH_RESULTS",
+                         os.path.join(OUT, "selftest", "RESULTS.md") if SELFTEST else os.path.join(HERE, "RESULTS.md"))
+RESULTS_JSON = os.path.join(OUT, "selftest", "results.json") if SELFTEST else os.path.join(OUT, "results.json")
 # Beside the results file, which links it by that name: a run with BENCH_RESULTS elsewhere (a
 # partial one, say) leaves the committed picture alone.
 PNG = os.path.join(os.path.dirname(os.path.abspath(RESULTS)), "results.png")
@@ -783,16 +787,18 @@ def main():
     results["elapsed_s"] = time.monotonic() - started
     results["machine"] = machine()
     results["commands"] = commands
-    with open(os.path.join(OUT, "results.json"), "w") as f:
+    os.makedirs(os.path.dirname(RESULTS_JSON), exist_ok=True)
+    with open(RESULTS_JSON, "w") as f:
         json.dump(results, f, indent=1)
     png_error = plot(results, PNG)
     if png_error:
         results["notes"].append(f"{os.path.relpath(PNG, ROOT)} not drawn: " + png_error)
     text = report(results, a_label)
     print(text)
+    os.makedirs(os.path.dirname(os.path.abspath(RESULTS)), exist_ok=True)
     with open(RESULTS, "w") as f:
         f.write(text)
-    log(f"bench: wrote {os.path.relpath(RESULTS, ROOT)} and bench/out/results.json in {results['elapsed_s']:.0f} s")
+    log(f"bench: wrote {os.path.relpath(RESULTS, ROOT)} and {os.path.relpath(RESULTS_JSON, ROOT)} in {results['elapsed_s']:.0f} s")
 
 
 def restart_phase(help_text):
