@@ -89,9 +89,9 @@ CALIBRATE_BURN_US = float(CALIBRATE_BURN_US) if CALIBRATE_BURN_US else None
 MEMORY_COUNTS = [int(x) for x in os.environ.get("BENCH_MEMORY_SESSIONS", "100000,1000000").split(",") if x.strip()]
 # A self-test writes apart from the committed figures (RESULTS.md, results.png) and the raw
 # results.json of the last real run, which its figures would otherwise replace.
-RESULTS = os.environ.get("BENCH_RESULTS",
-                         os.path.join(OUT, "selftest", "RESULTS.md") if SELFTEST else os.path.join(HERE, "RESULTS.md"))
-RESULTS_JSON = os.path.join(OUT, "selftest", "results.json") if SELFTEST else os.path.join(OUT, "results.json")
+SELFTEST_OUT = os.path.join(OUT, "selftest")
+RESULTS = os.environ.get("BENCH_RESULTS", os.path.join(SELFTEST_OUT if SELFTEST else HERE, "RESULTS.md"))
+RESULTS_JSON = os.path.join(SELFTEST_OUT if SELFTEST else OUT, "results.json")
 # Beside the results file, which links it by that name: a run with BENCH_RESULTS elsewhere (a
 # partial one, say) leaves the committed picture alone.
 PNG = os.path.join(os.path.dirname(os.path.abspath(RESULTS)), "results.png")
