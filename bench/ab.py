@@ -83,7 +83,7 @@ def main():
             path = os.path.join(bench.OUT, f"ab-{label}.sessions")
             bench.write_sessions(path, bench.create_sessions(server, int(settings.get("sessions", SESSIONS))))
             session_files[label] = path
-            print(f"{label}: {' '.join(bench.commands[-1:])}", flush=True)
+            print(f"{label}: {bench.commands[-1]}", flush=True)
 
         def run(label, seconds):
             server, path = servers[label], session_files[label]
