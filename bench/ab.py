@@ -12,9 +12,9 @@ sets LD_PRELOAD (another allocator), `args` adds arguments (`args=--fresh-answer
 Every server gets its sessions and the same wrk run (bench/lua/drag.lua, or
 AB_SCRIPT; `wrk -t2 -c64`, AB_SECONDS each) in AB_ROUNDS rounds (6), the order rotating each
 round so that no server always runs first. It prints each run (req/s, server CPU and user CPU
-per request) and at the end the medians and, per round, each server's req/s against the first
-one's with the median of those ratios: within a round the machine's other load is about the
-same, so the ratio drifts less than either figure.
+per request, wrk's CPU per request) and at the end the medians and, per round, each server's
+req/s against the first one's with the median of those ratios: within a round the machine's
+other load is about the same, so the ratio drifts less than either figure.
 """
 import os
 import shlex
@@ -32,6 +32,11 @@ SESSIONS = bench.env_int("AB_SESSIONS", 1000)
 CONNECTIONS = bench.env_int("AB_CONNECTIONS", 64)
 SCRIPT = os.environ.get("AB_SCRIPT", "drag.lua")
 KINDS = ("memory", "durable", "baseline")
+
+
+def wrk_us(run):
+    """wrk's CPU per request in one run: on shared cores it grows with the server's."""
+    return run["wrk_cores"] * 1e6 / max(1.0, run["rps"])
 
 
 def parse(spec):
@@ -100,14 +105,15 @@ def main():
                 x = run(label, SECONDS)
                 runs[label].append(x)
                 print(f"round {r + 1} {label}: {x['rps']:,.0f} req/s, {x['cpu_us_per_req']:.2f} µs CPU "
-                      f"(user {x['user_us_per_req']:.2f}) per request, other load {x['other_cores']:.2f} cores",
-                      flush=True)
+                      f"(user {x['user_us_per_req']:.2f}) per request, wrk {wrk_us(x):.2f} µs, "
+                      f"other load {x['other_cores']:.2f} cores", flush=True)
         print()
         for label in labels:
             xs = runs[label]
             print(f"{label}: median {statistics.median(x['rps'] for x in xs):,.0f} req/s, "
                   f"{statistics.median(x['cpu_us_per_req'] for x in xs):.2f} µs CPU "
-                  f"(user {statistics.median(x['user_us_per_req'] for x in xs):.2f}) per request")
+                  f"(user {statistics.median(x['user_us_per_req'] for x in xs):.2f}) per request, "
+                  f"wrk {statistics.median(wrk_us(x) for x in xs):.2f} µs")
         first = labels[0]
         for label in labels[1:]:
             ratios = [a["rps"] / b["rps"] for a, b in zip(runs[label], runs[first])]

@@ -499,6 +499,22 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def cores_split(w, side, nproc):
+    """Medians over a workload's rounds of one side's CPU per request, the server's and wrk's, and
+    the req/s that `nproc` cores (less other jobs') would give at their sum; None without wrk's CPU."""
+    rounds = [r[side] for r in w.get("rounds", []) if r[side].get("wrk_cores") is not None and r[side]["rps"] > 0]
+    if not rounds:
+        return None
+    wrk = [x["wrk_cores"] * 1e6 / x["rps"] for x in rounds]
+    sums = [x["cpu_us_per_req"] + y for x, y in zip(rounds, wrk)]
+    return {"rps": median(x["rps"] for x in rounds),
+            "server_us": median(x["cpu_us_per_req"] for x in rounds),
+            "wrk_us": median(wrk),
+            "sum_us": median(sums),
+            "busy": median(x["cpu_cores"] + x["wrk_cores"] + x["other_cores"] for x in rounds),
+            "predicted": median((nproc - x["other_cores"]) * 1e6 / t for x, t in zip(rounds, sums))}
+
+
 def machine():
     def sh(cmd):
         try:
@@ -896,6 +912,7 @@ unset multiplot
 def report(res, a_label):
     L = []
     mach = res["machine"]
+    nproc = int(mach.get("nproc") or os.cpu_count() or 1)
     L.append("# sheetd benchmark\n")
     if SELFTEST:
         L.append("> **SELF-TEST**: sheetd was not used. The baseline played both sides to test the harness; "
@@ -958,6 +975,39 @@ def report(res, a_label):
                      f"{fmt_us(B['latency_us']['p99.9'])} | {A['cpu_us_per_req']:.1f} | {B['cpu_us_per_req']:.1f} | "
                      f"{A['error_count']}/{B['error_count']} | {A['other_cores']:.2f}/{B['other_cores']:.2f} |")
     L.append("")
+
+    # Saturated workloads only: drag-c1 and the paced drag leave the cores idle by design.
+    saturated = [(name, w) for name, w in sections if name not in ("drag-c1", "drag-c64-paced")]
+    if res.get("calibration") and res["calibration"].get("rounds"):
+        saturated.append(("calibration", res["calibration"]))
+    split = [(name, w, side, cores_split(w, side, nproc)) for name, w in saturated for side in ("a", "b")]
+    split = [row for row in split if row[3]]
+    if split:
+        L.append("### Where the cores go\n")
+        L.append(f"wrk and the server share the {nproc} cores. When both keep them busy, req/s is the cores left by other "
+                 "jobs ÷ (the server's CPU + wrk's CPU per request); the last two columns check that. A slower "
+                 "server also costs wrk more per request: its threads go to sleep between answers more often and "
+                 "are woken again. Medians over rounds.\n")
+        L.append("| workload | side | req/s | server µs/req | wrk µs/req | sum | cores busy | cores ÷ sum |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+        for name, w, side, c in split:
+            L.append(f"| {name if side == 'a' else ''} | {w['labels'][side]} | {fmt_rps(c['rps'])} | {c['server_us']:.2f} | "
+                     f"{c['wrk_us']:.2f} | {c['sum_us']:.2f} | {c['busy']:.2f} of {nproc} | {fmt_rps(c['predicted'])} |")
+        L.append("")
+        d64s = {side: c for name, w, side, c in split if name == "drag-c64"}
+        if len(d64s) == 2:
+            need = d64s["b"]["sum_us"] / 0.75
+            line = (f"At 0.75× the baseline's drag-c64 req/s, {res['workloads']['drag-c64']['labels']['a']}'s "
+                    f"server + wrk CPU per drag would be at most {need:.2f} µs (the baseline's {d64s['b']['sum_us']:.2f} ÷ 0.75), "
+                    f"against {d64s['a']['sum_us']:.2f} µs in this run.")
+            cals = {side: c for name, w, side, c in split if name == "calibration"}
+            extra = cals["a"]["server_us"] - cals["b"]["server_us"] if len(cals) == 2 else 0
+            if extra > 0.5 and d64s["a"]["sum_us"] > need:
+                # wrk's share of a server µs, from the baseline burning a known amount more
+                slope = (cals["a"]["wrk_us"] - cals["b"]["wrk_us"]) / extra
+                line += (f" In the calibration each µs more of server CPU also cost wrk {slope:.2f} µs, so that is about "
+                         f"{(d64s['a']['sum_us'] - need) / (1 + slope):.2f} µs less server CPU per drag.")
+            L.append(line + "\n")
 
     dur = res.get("durable")
     if dur and dur["a"].get("thread_us_per_req") is not None:
