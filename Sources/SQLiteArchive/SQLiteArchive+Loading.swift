@@ -186,7 +186,7 @@ extension SQLiteArchive {
             } catch {
                 throw unreadable(row.id, error)
             }
-            newestSeq[row.ordinal] = sheet.version
+            newestSeq.set(sheet.version, for: row.ordinal)
             // A change writes no session row: its event's time is when the session was last used.
             let lastAccess = max(row.lastAccess, sheet.updatedAt.millisecondsSince1970)
             restored.append(RestoredSession(id: row.id, ordinal: row.ordinal, sheet: sheet, lastAccess: lastAccess, tenant: row.tenant))

@@ -124,7 +124,7 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     var lastVacuum = ContinuousClock.now
     /// Each live session's newest seq, by ordinal (how the log names a session; changes carry
     /// it), so compaction can tell retained rows from dropped ones with integer lookups.
-    var newestSeq: [UInt64: UInt64] = [:]
+    var newestSeq = NewestSeqs()
     /// Log rows owed to compaction (two per appended row); and where its scan resumes.
     var compactionOwed = 0
     var compactionCursor: Int64 = 0
@@ -390,19 +390,18 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
                     try s.insertSession.run()
                     let state = ArchivedState(sheet)
                     for event in sheet.events { try append(event, state, of: ordinal, s) }
-                    newestSeq[ordinal] = sheet.version
+                    newestSeq.set(sheet.version, for: ordinal)
                     highestOrdinal = max(highestOrdinal, ordinal)
                 case let .changed(_, ordinal, state, events, _):
                     // Appended rows only: the event's time is the session's last access, and the
                     // newest row's state is the session's state, so no session row is rewritten.
-                    guard let index = newestSeq.index(forKey: ordinal) else { continue }   // not a stored session
+                    guard newestSeq.update(state.version, for: ordinal) else { continue }   // not a stored session
                     for event in events { try append(event, state, of: ordinal, s) }
-                    newestSeq.values[index] = state.version
                 case let .deleted(_, ordinal):
                     // Its log rows are garbage from now on; compaction removes them.
                     s.deleteSession.bind(1, ordinal)
                     try s.deleteSession.run()
-                    if let newest = newestSeq.removeValue(forKey: ordinal) {
+                    if let newest = newestSeq.remove(ordinal) {
                         compactionOwed += Int(min(newest, UInt64(Sheet.retainedEvents)))
                         changedDuringPass = true
                     }
