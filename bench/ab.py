@@ -34,11 +34,6 @@ SCRIPT = os.environ.get("AB_SCRIPT", "drag.lua")
 KINDS = ("memory", "durable", "baseline")
 
 
-def wrk_us(run):
-    """wrk's CPU per request in one run: on shared cores it grows with the server's."""
-    return run["wrk_cores"] * 1e6 / max(1.0, run["rps"])
-
-
 def parse(spec):
     """`LABEL=KIND[,key=value...]` → (label, kind, {key: value})."""
     label, sep, rest = spec.partition("=")
@@ -105,7 +100,7 @@ def main():
                 x = run(label, SECONDS)
                 runs[label].append(x)
                 print(f"round {r + 1} {label}: {x['rps']:,.0f} req/s, {x['cpu_us_per_req']:.2f} µs CPU "
-                      f"(user {x['user_us_per_req']:.2f}) per request, wrk {wrk_us(x):.2f} µs, "
+                      f"(user {x['user_us_per_req']:.2f}) per request, wrk {x['wrk_us_per_req']:.2f} µs, "
                       f"other load {x['other_cores']:.2f} cores", flush=True)
         print()
         for label in labels:
@@ -113,7 +108,7 @@ def main():
             print(f"{label}: median {statistics.median(x['rps'] for x in xs):,.0f} req/s, "
                   f"{statistics.median(x['cpu_us_per_req'] for x in xs):.2f} µs CPU "
                   f"(user {statistics.median(x['user_us_per_req'] for x in xs):.2f}) per request, "
-                  f"wrk {statistics.median(wrk_us(x) for x in xs):.2f} µs")
+                  f"wrk {statistics.median(x['wrk_us_per_req'] for x in xs):.2f} µs")
         first = labels[0]
         for label in labels[1:]:
             ratios = [a["rps"] / b["rps"] for a, b in zip(runs[label], runs[first])]

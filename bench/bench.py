@@ -449,6 +449,8 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
     r["cpu_s"] = (u1 - u0 + s1 - s0) / CLK_TCK
     r["cpu_us_per_req"] = r["cpu_s"] * 1e6 / reqs
     r["user_us_per_req"] = (u1 - u0) / CLK_TCK * 1e6 / reqs
+    # wrk's own CPU per request: on cores it shares with the server, it grows with the server's.
+    r["wrk_us_per_req"] = (w1 - w0) * 1e6 / reqs
     # By thread name: which threads a durable drag's extra CPU runs on (request threads, the
     # archive's writer, its checkpointer). Threads that used nothing in the run are left out.
     r["thread_us_per_req"] = {name: (t1[name] - t0.get(name, 0)) / CLK_TCK * 1e6 / reqs
@@ -506,10 +508,10 @@ DRAG_TARGET = 0.75
 def cores_split(w, side, nproc):
     """Medians over a workload's rounds of one side's CPU per request, the server's and wrk's, and
     the req/s that `nproc` cores (less other jobs') would give at their sum; None without wrk's CPU."""
-    rounds = [r[side] for r in w.get("rounds", []) if r[side].get("wrk_cores") is not None and r[side]["rps"] > 0]
+    rounds = [r[side] for r in w.get("rounds", []) if r[side].get("wrk_us_per_req") is not None and r[side]["rps"] > 0]
     if not rounds:
         return None
-    wrk = [x["wrk_cores"] * 1e6 / x["rps"] for x in rounds]
+    wrk = [x["wrk_us_per_req"] for x in rounds]
     sums = [x["cpu_us_per_req"] + y for x, y in zip(rounds, wrk)]
     return {"rps": median(x["rps"] for x in rounds),
             "server_us": median(x["cpu_us_per_req"] for x in rounds),
