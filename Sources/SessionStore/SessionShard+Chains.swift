@@ -26,8 +26,8 @@ extension SessionShard {
         var others: [ChainChange] = []
         for change in step.changes {
             guard let index = sessions.index(forKey: change.id) else { continue }
-            let before = sessions.values[index].sheet.phase
-            sessions.values[index].sheet = change.sheet
+            let before = sessions[at: index].sheet.phase
+            sessions[at: index].sheet = change.sheet
             guard change.id != id else { continue }
             counted(from: before, to: change.sheet.phase)
             others.append(change)
@@ -57,9 +57,9 @@ extension SessionShard {
                 if change.id == id {
                     changes.append(admit(change.sheet, id: id, ordinal: ordinal, tenant: tenant))
                 } else if let index = sessions.index(forKey: change.id) {
-                    sessions.values[index].sheet = change.sheet
-                    sessions.values[index].lastAccess = now.millisecondsSince1970
-                    changes.append(.changed(change.id, ordinal: sessions.values[index].ordinal, state: ArchivedState(change.sheet),
+                    sessions[at: index].sheet = change.sheet
+                    sessions[at: index].lastAccess = now.millisecondsSince1970
+                    changes.append(.changed(change.id, ordinal: sessions[at: index].ordinal, state: ArchivedState(change.sheet),
                                             events: change.events, lastAccess: now.millisecondsSince1970))
                     others.append(CommittedWith(change))
                 }
@@ -106,9 +106,9 @@ extension SessionShard {
         }
         for change in below {
             guard let index = sessions.index(forKey: change.id) else { continue }
-            sessions.values[index].sheet = change.sheet
-            changes.append(.changed(change.id, ordinal: sessions.values[index].ordinal, state: ArchivedState(change.sheet),
-                                    events: change.events, lastAccess: sessions.values[index].lastAccess))
+            sessions[at: index].sheet = change.sheet
+            changes.append(.changed(change.id, ordinal: sessions[at: index].ordinal, state: ArchivedState(change.sheet),
+                                    events: change.events, lastAccess: sessions[at: index].lastAccess))
             others.append(CommittedWith(change))
         }
         try await persist(changes, of: id, previousVersion: entry.sheet.version, version: entry.sheet.version, others: others)

@@ -4,7 +4,7 @@ import SheetCore
 /// store that serves while start-up still reads the archive, once the read is done (`adopt`).
 extension SessionShard {
     struct Contents {
-        var sessions: [SessionID: Entry]
+        var sessions: SessionTable<Entry>
         var phaseCounts: [Phase: Int]
         var order: [(ordinal: UInt64, id: SessionID)]
         var children: [SessionID: [SessionID]]
@@ -21,13 +21,12 @@ extension SessionShard {
             }
         }
         if !dropped.isEmpty { _ = archive.submit(dropped) }
-        var sessions: [SessionID: Entry] = [:]
-        sessions.reserveCapacity(restored.count)
+        let sessions = SessionTable(restored, id: \.id) {
+            Entry(sheet: $0.sheet, ordinal: $0.ordinal, lastAccess: $0.lastAccess, tenant: $0.tenant)
+        }
         var phaseCounts: [Phase: Int] = [:]
         var children: [SessionID: [SessionID]] = [:]
         for session in restored {
-            sessions[session.id] = Entry(sheet: session.sheet, ordinal: session.ordinal, lastAccess: session.lastAccess,
-                                         tenant: session.tenant)
             phaseCounts[session.sheet.phase, default: 0] += 1
             if let parent = session.sheet.parent { children[parent, default: []].append(session.id) }
         }

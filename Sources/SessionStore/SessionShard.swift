@@ -58,7 +58,7 @@ actor SessionShard {
         let subscriber: any EventSubscriber
     }
 
-    var sessions: [SessionID: Entry] = [:]
+    var sessions = SessionTable<Entry>()
     /// Sessions per phase, kept as changes happen so the metrics gauge never scans.
     var phaseCounts: [Phase: Int] = [:]
     /// Creation order for listing; deleted sessions linger here until `compactOrder`.
@@ -141,10 +141,10 @@ actor SessionShard {
 
     /// The session as it stands, its last access stamped; nil if there is none.
     func snapshotNow(_ id: SessionID, of tenant: Tenant) -> SessionSnapshot? {
-        guard let index = sessions.index(forKey: id), sessions.values[index].tenant == tenant else { return nil }
-        sessions.values[index].lastAccess = clock.now().millisecondsSince1970
+        guard let index = sessions.index(forKey: id), sessions[at: index].tenant == tenant else { return nil }
+        sessions[at: index].lastAccess = clock.now().millisecondsSince1970
         touched.insert(id)
-        return SessionSnapshot(id: id, sheet: sessions.values[index].sheet)
+        return SessionSnapshot(id: id, sheet: sessions[at: index].sheet)
     }
 
     /// The change itself, in one actor turn: the result, the version before it, and what to store.
@@ -154,9 +154,9 @@ actor SessionShard {
         let now = clock.now()
         // One modifying access of the entry does the whole change of a session outside a chain: a
         // copy taken out of the dictionary and written back would share the event log's storage,
-        // so every append would copy the log, and each read of `sessions.values[index]` copies
+        // so every append would copy the log, and each read of `sessions[at: index]` copies
         // the entry.
-        switch Self.step(&sessions.values[index], id: id, action, tenant: tenant, ifMatch: ifMatch, now: now,
+        switch Self.step(&sessions[at: index], id: id, action, tenant: tenant, ifMatch: ifMatch, now: now,
                          describing: archiveKeepsChanges) {
         case .notFound:
             return (.failure(StoreError(.sessionNotFound)), 0, [])
@@ -212,7 +212,7 @@ actor SessionShard {
     }
 
     /// The change of a session in a chain: the sessions above and below it may change too.
-    private func chainChange(_ action: SheetAction, of id: SessionID, at index: Dictionary<SessionID, Entry>.Index,
+    private func chainChange(_ action: SheetAction, of id: SessionID, at index: SessionTable<Entry>.Index,
                              tenant: Tenant, previous: UInt64, before: Phase, now: Timestamp)
         -> (result: Result<ActionResult, StoreError>, previousVersion: UInt64, changes: [ArchiveChange]) {
         let outcome: SheetOutcome
@@ -221,9 +221,9 @@ actor SessionShard {
             (outcome, chain) = try chainStep(action, of: id, tenant: tenant, now: now)
         } catch {
             touched.insert(id)
-            return (.failure(StoreError(.sheet(error), current: SessionSnapshot(id: id, sheet: sessions.values[index].sheet))), previous, [])
+            return (.failure(StoreError(.sheet(error), current: SessionSnapshot(id: id, sheet: sessions[at: index].sheet))), previous, [])
         }
-        let entry = sessions.values[index]
+        let entry = sessions[at: index]
         if before != entry.sheet.phase {
             phaseCounts[before, default: 0] -= 1
             phaseCounts[entry.sheet.phase, default: 0] += 1
