@@ -153,7 +153,7 @@ actor SessionShard {
         guard let index = sessions.index(forKey: id) else { return (.failure(StoreError(.sessionNotFound)), 0, []) }
         let now = clock.now()
         // One modifying access of the entry does the whole change of a session outside a chain: a
-        // copy taken out of the dictionary and written back would share the event log's storage,
+        // copy taken out of the table and written back would share the event log's storage,
         // so every append would copy the log, and each read of `sessions[at: index]` copies
         // the entry.
         switch Self.step(&sessions[at: index], id: id, action, tenant: tenant, ifMatch: ifMatch, now: now,
