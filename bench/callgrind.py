@@ -6,7 +6,7 @@ warms up, zeroes the counters (`callgrind_control -z`), sends CALLGRIND_REQUESTS
 ONE keep-alive connection, dumps (`callgrind_control -d`) and divides the dump's total
 instructions by the requests. The client is this Python process, outside valgrind.
 
-  python3 bench/callgrind.py [sheetd|durable|baseline|baseline:BYTES ...]   (default: sheetd baseline)
+  python3 bench/callgrind.py [sheetd|durable|baseline|baseline-fresh|baseline:BYTES ...]   (default: sheetd baseline)
 
 Settings: CALLGRIND_REQUESTS (2000), CALLGRIND_SESSIONS (300), CALLGRIND_WORKLOAD (drag|create|get),
 BENCH_SHEETD, BENCH_BASELINE, BENCH_SHEETD_ARGS (as in bench.py). bench.py imports `measure`.
@@ -94,8 +94,10 @@ def main():
     os.makedirs(bench.OUT, exist_ok=True)
     help_text = bench.sheetd_help()
     for name in names:
-        if name.startswith("baseline"):   # baseline or baseline:BYTES (its --memory-limit)
+        if name.startswith("baseline"):   # baseline, baseline-fresh, or either :BYTES (its --memory-limit)
             argv = bench.baseline_argv((503, 385, 385))
+            if name.split(":", 1)[0] == "baseline-fresh":   # a response made per request, as sheetd does
+                argv += ["--fresh-answers", "1"]
             if ":" in name:
                 argv += ["--memory-limit", name.split(":", 1)[1]]
         elif name == "durable":
