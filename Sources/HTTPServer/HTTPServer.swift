@@ -1,4 +1,5 @@
 import Locking
+import CEpollInterposer
 import CMicroHTTPD
 import Synchronization
 
@@ -207,6 +208,9 @@ public final class HTTPServer: Sendable {
             options.tls_key = UnsafePointer(key)
         }
 
+        if sheetd_epoll_interposer_installed() == 0 {
+            core.errorLog("epoll_wait is libc's, not CEpollInterposer's: a worker may stall for up to the connection timeout after a full batch of 128 events")
+        }
         guard let daemon = sheetd_start_daemon(&options) else {
             close(fd)
             coreReference.release()

@@ -23,7 +23,7 @@ struct EventsTests {
 
     /// sheetd's count of requests it suspended (a long-poll with nothing to answer yet is one).
     static func suspensions(_ server: SheetdProcess) throws -> Int {
-        let metrics = try context("GET /metrics") { try server.client().request("GET", "/metrics").text }
+        let metrics = try context("GET /metrics", of: server) { try server.client().request("GET", "/metrics").text }
         let line = metrics.split(separator: "\n").first { $0.hasPrefix("sheetd_request_suspensions_total ") }
         return line.flatMap { Double($0.split(separator: " ")[1]) }.map { Int($0) } ?? -1
     }

@@ -536,6 +536,28 @@ struct RobustnessTests {
         }
     }
 
+    /// A worker thread that finds exactly 128 requests ready at once (libmicrohttpd's batch of
+    /// epoll events) answers them at once, not after its connection timeout: the process is
+    /// stopped while 128 keep-alive connections send a request each, so the worker wakes to all
+    /// of them together. The clients' 20 s only end a failure (the stall lasted the 30 s timeout,
+    /// then closed the connections unanswered).
+    @Test(arguments: [128, 256])
+    func aFullBatchOfReadyRequestsIsAnsweredAtOnce(connections: Int) async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--threads", "1"])
+            let pid = server.process.processIdentifier
+            let clients = try (0..<connections).map { _ in try TestHTTPClient(port: server.port, receiveTimeout: 20) }
+            for client in clients { #expect(try client.request("GET", "/healthz").status == 200) }
+            try #require(kill(pid, SIGSTOP) == 0)
+            for client in clients { try client.sendRaw(Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)) }
+            try #require(kill(pid, SIGCONT) == 0)
+            var answered = 0
+            for client in clients where (try? client.readResponse().status) == 200 { answered += 1 }
+            #expect(answered == connections)
+            #expect(server.stop() == 0)
+        }
+    }
+
     /// Out of descriptors, sheetd cannot accept: it says so once, keeps serving the connections
     /// it has, leaves new ones in the backlog, and takes them as soon as descriptors are free.
     @Test func outOfDescriptorsNewConnectionsWaitAndOpenOnesAreServed() async throws {
