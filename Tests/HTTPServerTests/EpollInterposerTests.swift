@@ -12,7 +12,7 @@ struct EpollInterposerTests {
         #expect(sheetd_epoll_interposer_installed() == 1)
     }
 
-    /// `ready` pipes, edge-triggered, are given a byte each; the first call takes `batch` events. The
+    /// `ready` socket pairs, edge-triggered, are given a byte each; the first call takes `batch` events. The
     /// second call asks to wait forever: it must return what is left at once. A watchdog event
     /// after 20 s only ends a failure (the blocking call would return that one event).
     @Test("a call after a full batch returns at once with what is left", arguments: [
@@ -24,22 +24,23 @@ struct EpollInterposerTests {
         let epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
         try #require(epfd >= 0)
         defer { close(epfd) }
-        var pipes: [(read: Int32, write: Int32)] = []
-        defer { pipes.forEach { close($0.read); close($0.write) } }
+        var pairs: [(read: Int32, write: Int32)] = []   // socket pairs, used one way
+        defer { pairs.forEach { close($0.read); close($0.write) } }
         for token in 0...ready {   // the last one is the watchdog's
             var ends: [Int32] = [-1, -1]
-            try #require(pipe(&ends) == 0)
-            pipes.append((ends[0], ends[1]))
+            // Close-on-exec from the start: other tests start child processes meanwhile.
+            try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0)
+            pairs.append((ends[0], ends[1]))
             var event = epoll_event(events: EPOLLIN.rawValue | EPOLLET.rawValue, data: epoll_data_t(u64: UInt64(token)))
             try #require(epoll_ctl(epfd, EPOLL_CTL_ADD, ends[0], &event) == 0)
         }
-        for ends in pipes.dropLast() { try #require(write(ends.write, "x", 1) == 1) }
+        for ends in pairs.dropLast() { try #require(write(ends.write, "x", 1) == 1) }
 
         var events = [epoll_event](repeating: epoll_event(), count: batch)
         #expect(epoll_wait(epfd, &events, Int32(batch), -1) == Int32(batch))
 
         let watchdogDone = DispatchSemaphore(value: 0)
-        let watchdogFD = pipes[ready].write
+        let watchdogFD = pairs[ready].write
         DispatchQueue.global().async {
             if watchdogDone.wait(timeout: .now() + 20) == .timedOut { _ = write(watchdogFD, "x", 1) }
         }
