@@ -290,6 +290,12 @@ def sheetd_argv(help_text, *, data_dir=None, max_sessions=MAX_SESSIONS):
     return argv
 
 
+# The baseline's arguments to make each drag's response the way sheetd does (its own response
+# object, a copy of the body, sheetd's four header fields): what libmicrohttpd charges for a
+# response per request, which the target's baseline, sharing one answer, never pays.
+FRESH_ANSWERS_ARGS = ["--fresh-answers", "1"]
+
+
 def baseline_argv(sizes):
     body, get, create = sizes
     return [BASELINE, "--host", "127.0.0.1", "--port", "0", "--threads", str(THREADS),
@@ -807,10 +813,7 @@ def main():
         sheetd_ir = callgrind.measure("sheetd", sheetd_argv(help_text))
         base_argv = baseline_argv((results["sizes"]["drag"], results["sizes"]["get"], results["sizes"]["create"]))
         base_ir = callgrind.measure("baseline", base_argv)
-        # The same server making each drag's response the way sheetd does (its own response object,
-        # a copy of the body, sheetd's four header fields): what libmicrohttpd charges for a response
-        # per request, which the target's baseline, sharing one answer, never pays.
-        fresh_ir = callgrind.measure("baseline-fresh", base_argv + ["--fresh-answers", "1"])
+        fresh_ir = callgrind.measure("baseline-fresh", base_argv + FRESH_ANSWERS_ARGS)
         results["callgrind"] = {"sheetd": sheetd_ir, "baseline": base_ir, "baseline_fresh": fresh_ir,
                                 "requests": callgrind.REQUESTS}
         log(f"bench: callgrind: {sheetd_ir:,.0f} instructions per drag for sheetd, {base_ir:,.0f} for the baseline, "

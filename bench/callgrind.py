@@ -97,7 +97,7 @@ def main():
         if name.startswith("baseline"):   # baseline, baseline-fresh, or either :BYTES (its --memory-limit)
             argv = bench.baseline_argv((503, 385, 385))
             if name.split(":", 1)[0] == "baseline-fresh":   # a response made per request, as sheetd does
-                argv += ["--fresh-answers", "1"]
+                argv += bench.FRESH_ANSWERS_ARGS
             if ":" in name:
                 argv += ["--memory-limit", name.split(":", 1)[1]]
         elif name == "durable":
