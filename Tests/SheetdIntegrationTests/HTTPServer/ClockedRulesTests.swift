@@ -82,7 +82,9 @@ struct ClockedRulesTests {
             // loaded machine they took 40 s): it only ends a failure.
             async let answer = onThread { try RawHTTPClient(port: port, receiveTimeout: 300).roundTrip("GET", "/slow?ms=600000") }
             #expect(await probe.wait(for: .seconds(20)) { $0.respondCalls == 1 })
-            #expect(await probe.wait(for: .seconds(20)) { _ in server.requestsInProgress == 1 })
+            // The deadline is stamped after the responder was called, just before the connection
+            // is suspended (and counted): advancing the clock before then would move the stamp.
+            #expect(await probe.wait(for: .seconds(20)) { _ in server.requestSuspensions == 1 })
             clock.advance(by: .milliseconds(3999))
             #expect(await Self.nextSweep(of: server))
             #expect(probe.records.isEmpty, "answered before the deadline")

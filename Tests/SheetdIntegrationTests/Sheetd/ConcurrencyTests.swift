@@ -50,11 +50,14 @@ struct ConcurrencyTests {
             let (effective, malformed, createdIDs) = tally.withLock { ($0.effective, $0.malformed, $0.createdIDs) }
             #expect(malformed.isEmpty, "\(malformed.prefix(3))")
             #expect(createdIDs.count == 2 * perClient)
-            let final = try setup.request("GET", "/sessions/\(id)")
+            // A new connection: the setup one sat idle through the race, which on a slow machine
+            // outlasts sheetd's idle timeout (30 s), and a closed keep-alive connection is no finding.
+            let check = try server.client()
+            let final = try check.request("GET", "/sessions/\(id)")
             let version = try #require(final.json["version"] as? Int)
             #expect(version == 1 + effective)
             // The newest 256 events are kept: they must be consecutive, alternating, and end at the version.
-            let log = try setup.request("GET", "/sessions/\(id)/events?after=\(max(0, version - 256))")
+            let log = try check.request("GET", "/sessions/\(id)/events?after=\(max(0, version - 256))")
             let events = try #require(log.json["events"] as? [[String: Any]])
             let seqs = events.compactMap { $0["seq"] as? Int }
             #expect(seqs == Array((max(0, version - 256) + 1)...version))
