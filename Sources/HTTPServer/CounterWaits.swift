@@ -46,6 +46,9 @@ final class CounterWaits: Sendable {
         }
     }
 
+    /// Waits parked now, their condition not yet holding (tests).
+    var parkedCount: Int { state.withLock { $0.waiters.count } }
+
     /// A counter went down: wakes the waiters whose condition holds now.
     func changed() {
         let ready = state.withLock { state -> [Waiter] in

@@ -92,6 +92,9 @@ public final class HTTPServer: Sendable {
     /// Sockets lingering after an early answer now (tests: lingering's time bound).
     var lingeringConnections: Int { core.watcher.lingeringCount }
 
+    /// Shutdown's waits parked until a counter changes (tests: shutdown is waiting out its grace).
+    var parkedShutdownWaits: Int { core.counterWaits.parkedCount }
+
     /// Connections the accept loop handed to libmicrohttpd and not yet closed (tests).
     var admittedConnections: Int { core.acceptor.admittedConnections }
 

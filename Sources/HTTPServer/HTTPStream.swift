@@ -123,6 +123,9 @@ public final class HTTPStream: Sendable {
     /// The response carrying this stream was queued on `connection`.
     func attach(connection: OpaquePointer, fd: Int32, core: ServerCore) {
         core.activeStreams.add(1, ordering: .relaxed)
+        // Shutdown's grace waits for the requests in progress that are not streams: one that
+        // becomes a stream only now, after that wait began, leaves it, and must wake it.
+        core.countersWentDown()
         let token = core.watcher.watch(self, fd: fd)
         state.withLock { s in
             s.attachment = Attachment(connection: connection, core: core, fd: fd, watchToken: token)

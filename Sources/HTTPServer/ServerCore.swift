@@ -80,7 +80,8 @@ final class ServerCore: Sendable {
         countersWentDown()
     }
 
-    /// Wakes shutdown's waits when a counter went down while stopping (one atomic load otherwise).
+    /// Wakes shutdown's waits when a counter went down (or a request became a stream) while
+    /// stopping (one atomic load otherwise).
     @inline(__always)
     func countersWentDown() {
         if isStopping.load(ordering: .acquiring) { counterWaits.changed() }

@@ -244,6 +244,30 @@ struct StreamAndShutdownTests {
         _ = box
     }
 
+    /// The request in flight becomes a stream only after shutdown began to wait out its grace
+    /// for it: the stream is ended at once, and the wait, which does not cover streams, must
+    /// end then too, not when the grace has passed.
+    @Test("shutdown does not wait its grace for a request that became a stream while it waited")
+    func shutdownRequestBecomesStream() async throws {
+        let clock = ManualClock()
+        let (server, port, probe) = try Self.startServer(clock: clock)
+        let box = try await onThread {
+            let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
+            try client.send(RawHTTPClient.request("GET", "/deferred-held?id=late-stream"))
+            return ClientBox(client)
+        }
+        #expect(await probe.wait(for: .seconds(20)) { $0.heldAnswer("late-stream") != nil })
+        // The grace never passes (manual clock): only the wait's own wake-up can end it.
+        async let stopped = shutdown(server, grace: .seconds(5), clock: clock)
+        #expect(await Probe().wait(for: .seconds(20)) { _ in server.parkedShutdownWaits == 1 })
+        // The answer is a stream holding far more than the client, which never reads, takes.
+        let stream = HTTPStream()
+        for _ in 0..<16 { stream.write([UInt8](repeating: UInt8(ascii: "f"), count: 64 * 1024)) }
+        probe.heldAnswer("late-stream")?.give(HTTPResponse(status: 200, body: .stream(stream)))
+        #expect(await stopped.byItself, "shutdown waited for its grace to pass")
+        _ = box
+    }
+
     @Test("shutdown is idempotent and safe before start")
     func shutdownIdempotent() async throws {
         var configuration = HTTPServerConfiguration()
