@@ -94,6 +94,16 @@ struct StreamAndShutdownTests {
         return (server, try server.start(), probe)
     }
 
+    /// A client that sends one GET and never reads its answer (a small receive buffer, so the
+    /// server's writes back up soon).
+    static func nonReadingClient(port: Int, path: String) async throws -> ClientBox {
+        try await onThread {
+            let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
+            try client.send(RawHTTPClient.request("GET", path))
+            return ClientBox(client)
+        }
+    }
+
     @Test("shutdown lets requests in flight finish, then stops accepting")
     func shutdownInFlight() async throws {
         let clock = ManualClock()
@@ -231,11 +241,7 @@ struct StreamAndShutdownTests {
     func shutdownStalledStream() async throws {
         let clock = ManualClock()
         let (server, port, probe) = try Self.startServer(clock: clock)
-        let box = try await onThread {
-            let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
-            try client.send(RawHTTPClient.request("GET", "/flood?id=stalled"))
-            return ClientBox(client)
-        }
+        let box = try await Self.nonReadingClient(port: port, path: "/flood?id=stalled")
         // The client never reads: wait until the writes back up (16 queued).
         #expect(await probe.wait(for: .seconds(20)) { $0.streamsBackedUp.contains("stalled") })
         // The grace never passes (manual clock): shutdown returns without waiting it out.
@@ -251,11 +257,7 @@ struct StreamAndShutdownTests {
     func shutdownRequestBecomesStream() async throws {
         let clock = ManualClock()
         let (server, port, probe) = try Self.startServer(clock: clock)
-        let box = try await onThread {
-            let client = try RawHTTPClient(port: port, receiveBuffer: 4096)
-            try client.send(RawHTTPClient.request("GET", "/deferred-held?id=late-stream"))
-            return ClientBox(client)
-        }
+        let box = try await Self.nonReadingClient(port: port, path: "/deferred-held?id=late-stream")
         #expect(await probe.wait(for: .seconds(20)) { $0.heldAnswer("late-stream") != nil })
         // The grace never passes (manual clock): only the wait's own wake-up can end it.
         async let stopped = shutdown(server, grace: .seconds(5), clock: clock)
