@@ -15,6 +15,7 @@ struct Options {
     var maxConnections = 10_000
     var maxConnectionsPerClient = 2_000
     var shutdownGrace: Duration = .seconds(10)
+    var streamKeepAlive: Duration = .seconds(15)
     var idempotencyKeys = 100_000
     var logFormat = "text"
     var logLevel = "info"
@@ -52,6 +53,10 @@ struct Options {
         Flag(name: "max-connections", value: "N", help: "open connections at most (default 10000)") { o, v throws(UsageError) in o.maxConnections = try integer(v, "max-connections", 1...1_000_000) },
         Flag(name: "max-connections-per-client", value: "N", help: "open connections per client address (default 2000)") { o, v throws(UsageError) in o.maxConnectionsPerClient = try integer(v, "max-connections-per-client", 1...1_000_000) },
         Flag(name: "shutdown-grace", value: "DURATION", help: "on SIGTERM, how long requests in flight may finish (default 10s)") { o, v throws(UsageError) in o.shutdownGrace = try duration(v, "shutdown-grace") },
+        Flag(name: "stream-keepalive", value: "DURATION", help: "write a comment to an idle event stream this often, so proxies keep it open (default 15s)") { o, v throws(UsageError) in
+            o.streamKeepAlive = try duration(v, "stream-keepalive")
+            guard o.streamKeepAlive >= .milliseconds(100) else { throw UsageError(message: "--stream-keepalive must be at least 100ms, not \"\(v)\"") }
+        },
         Flag(name: "idempotency-keys", value: "N", help: "Idempotency-Key answers remembered, oldest forgotten first (default 100000)") { o, v throws(UsageError) in o.idempotencyKeys = try integer(v, "idempotency-keys", 1...100_000_000) },
         Flag(name: "log-format", value: "text|json", help: "request log format on standard error (default text)") { o, v throws(UsageError) in o.logFormat = try choice(v, "log-format", ["text", "json"]) },
         Flag(name: "log-level", value: "LEVEL", help: "debug|info (every request)|warn (4xx, 5xx)|error (5xx, faults)|off (default info)") { o, v throws(UsageError) in o.logLevel = try choice(v, "log-level", ["debug", "info", "warn", "error", "off"]) },

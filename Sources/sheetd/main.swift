@@ -73,7 +73,10 @@ enum Service {
             store = restoringStore(storeConfiguration, options, observer: observer)
         }
         let keyRing = options.authKeys.map { path in KeyRing(loadKeys(path, startingUp: true) ?? []) }
-        let service = SheetService(store: store, observer: observer, access: accessPolicy(options, keyRing: keyRing))
+        var serviceConfiguration = SheetService.Configuration()
+        serviceConfiguration.streamKeepAlive = options.streamKeepAlive
+        let service = SheetService(store: store, configuration: serviceConfiguration, observer: observer,
+                                   access: accessPolicy(options, keyRing: keyRing))
 
         var httpConfiguration = HTTPServerConfiguration()
         httpConfiguration.host = options.host

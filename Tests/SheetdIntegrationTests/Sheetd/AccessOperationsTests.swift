@@ -190,6 +190,8 @@ struct AccessOperationsTests {
         (["--auth-keys", "/k", "--allow-unauthenticated"], "cannot be combined"),
         (["--cors-origin", "*"], "--cors-origin must be an origin"),
         (["--rate-limit", "-1"], "--rate-limit must be"),
+        (["--stream-keepalive", "0s"], "--stream-keepalive must be at least 100ms"),
+        (["--stream-keepalive", "soon"], "--stream-keepalive must be a duration"),
         (["--database", "postgresql://sheetd@127.0.0.1:1/sheetd", "--memory"], "cannot be combined with --memory"),
         (["--database", "postgresql://sheetd@127.0.0.1:1/sheetd", "--data-dir", "/nonexistent"], "cannot be combined with --data-dir"),
     ])
