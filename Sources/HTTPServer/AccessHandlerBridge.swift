@@ -87,7 +87,11 @@ let errorLogCallback: sheetd_log_fn = { ctx, message in
     let core = Unmanaged<ServerCore>.fromOpaque(ctx).takeUnretainedValue()
     let line = String(cString: message)
     core.answerContentLengthRefusal(logLine: line)
-    core.errorLog(line)
+    if LibraryLogLine.isClientDeparture(line) {
+        core.departureLog(line)
+    } else {
+        core.errorLog(line)
+    }
 }
 
 /// MHD_ContentReaderCallback for streams. `cls` is the HTTPStream retained in `makeMHDResponse`.

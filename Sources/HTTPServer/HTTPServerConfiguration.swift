@@ -39,6 +39,10 @@ public struct HTTPServerConfiguration: Sendable {
     /// Where libmicrohttpd's own error messages and the server's internal errors go.
     /// Default (nil): one line each on standard error.
     public var errorLog: (@Sendable (String) -> Void)?
+    /// Where libmicrohttpd's lines that only say a client left mid-exchange go (a socket closed
+    /// or reset under a request or an answer; see `LibraryLogLine`): not faults of the server.
+    /// Default (nil): nowhere.
+    public var departureLog: (@Sendable (String) -> Void)?
     /// listen(2) backlog (added to the contract).
     public var listenBacklog: Int = 1024
     /// HTTPS through libmicrohttpd's own TLS (GnuTLS) when set; plain HTTP when nil.

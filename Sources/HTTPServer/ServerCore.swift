@@ -13,6 +13,7 @@ final class ServerCore: Sendable {
     let watcher: SocketWatcher
     let acceptor: ConnectionAcceptor
     let errorLog: @Sendable (String) -> Void
+    let departureLog: @Sendable (String) -> Void
 
     /// TCP connections open now (NOTIFY_CONNECTION).
     let openConnections = Atomic<Int>(0)
@@ -58,6 +59,7 @@ final class ServerCore: Sendable {
             maxDiscardedBytes: max(1 << 20, configuration.maxBodySize)
         )
         self.errorLog = configuration.errorLog ?? { writeToStandardError("HTTPServer: \($0)") }
+        self.departureLog = configuration.departureLog ?? { _ in }
         self.connections = ConnectionTracker(timeout: configuration.connectionTimeout)
         let (lingerSeconds, lingerAttoseconds) = configuration.lingerTime.components
         self.watcher = SocketWatcher(limits: SocketWatcher.Limits(

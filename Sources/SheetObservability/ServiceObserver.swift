@@ -12,7 +12,8 @@ import SheetJSON
 /// Sees every request complete: counts it for `/metrics` and writes its log line.
 public final class ServiceObserver: Sendable {
     public enum LogFormat: String, Sendable, CaseIterable { case text, json }
-    /// `info` logs every request; `warn` only 4xx and 5xx; `error` only 5xx and server faults; `off` nothing.
+    /// `info` logs every request; `warn` only 4xx and 5xx; `error` only 5xx and server faults; `off` nothing;
+    /// `debug` also clients that left mid-exchange (`debug(_:)`).
     public enum LogLevel: String, Sendable, CaseIterable, Comparable {
         case debug, info, warn, error, off
         /// The order of the cases (a switch: `allCases.firstIndex` took two searches a request).
@@ -83,6 +84,12 @@ public final class ServiceObserver: Sendable {
     public func serverError(_ message: String) {
         guard level != .off else { return }
         event(message, level: .error)
+    }
+
+    /// A line that matters only when tracing what clients do (one that left mid-exchange).
+    public func debug(_ message: String) {
+        guard level <= .debug else { return }
+        event(message, level: .debug)
     }
 
     public func info(_ message: String) {

@@ -59,7 +59,7 @@ struct Options {
         },
         Flag(name: "idempotency-keys", value: "N", help: "Idempotency-Key answers remembered, oldest forgotten first (default 100000)") { o, v throws(UsageError) in o.idempotencyKeys = try integer(v, "idempotency-keys", 1...100_000_000) },
         Flag(name: "log-format", value: "text|json", help: "request log format on standard error (default text)") { o, v throws(UsageError) in o.logFormat = try choice(v, "log-format", ["text", "json"]) },
-        Flag(name: "log-level", value: "LEVEL", help: "debug|info (every request)|warn (4xx, 5xx)|error (5xx, faults)|off (default info)") { o, v throws(UsageError) in o.logLevel = try choice(v, "log-level", ["debug", "info", "warn", "error", "off"]) },
+        Flag(name: "log-level", value: "LEVEL", help: "debug (also clients that left mid-exchange)|info (every request)|warn (4xx, 5xx)|error (5xx, faults)|off (default info)") { o, v throws(UsageError) in o.logLevel = try choice(v, "log-level", ["debug", "info", "warn", "error", "off"]) },
         Flag(name: "data-dir", value: "PATH", help: "keep sessions in PATH/sheetd.sqlite3, created if missing (default sheetd-data)") { o, v in
             o.dataDirectory = v
             o.dataDirectoryGiven = true
@@ -193,6 +193,8 @@ struct Options {
         return text
     }
 
+    /// A duration flag's value. Capped at a hundred years: a larger one would overflow the clocks'
+    /// arithmetic (and trap on the conversion below) instead of meaning anything.
     static func duration(_ text: String, _ name: String) throws(UsageError) -> Duration {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         var number = Substring(text)
@@ -204,6 +206,9 @@ struct Options {
         }
         guard let value = Double(number), value.isFinite, value >= 0 else {
             throw UsageError(message: "--\(name) must be a duration such as 500ms, 30s, 10m or 24h, not \"\(text)\"")
+        }
+        guard value * scale <= 36500 * 86400 else {
+            throw UsageError(message: "--\(name) must be at most 36500d, not \"\(text)\"")
         }
         return .milliseconds(Int64((value * scale * 1000).rounded()))
     }

@@ -86,6 +86,7 @@ enum Service {
         httpConfiguration.maxConnections = options.maxConnections
         httpConfiguration.maxConnectionsPerClient = options.maxConnectionsPerClient
         httpConfiguration.errorLog = { observer.serverError($0) }
+        httpConfiguration.departureLog = { observer.debug($0) }
         httpConfiguration.tls = tlsCredentials(options)
         let server = HTTPServer(configuration: httpConfiguration, responder: service)
         observer.readServerFigures {

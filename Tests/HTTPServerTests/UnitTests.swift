@@ -286,3 +286,34 @@ struct HTTPHeadersStorageTests {
         #expect(headers.count(of: "x-field-7") == 1)
     }
 }
+
+@Suite("libmicrohttpd's log lines: faults, or a client that left")
+struct LibraryLogLineTests {
+    @Test("a client leaving mid-exchange is not a fault", arguments: [
+        "Socket has been disconnected when reading request.",
+        "Connection was closed by remote side with incomplete request.",
+        "Closing connection (application error generating response).\n",
+        "Failed to send the response headers for the request for `/sessions/x/events'. Error: The connection was forcibly closed by remote peer",
+        "Failed to send the chunked response body for the request for `/s'. Error: The socket is no longer available for sending",
+        "Connection socket is closed when reading request due to the error: detected connection closure",
+        "Connection socket is closed when reading request due to the error: The connection was forcibly closed by remote peer",
+    ])
+    func departures(line: String) {
+        #expect(LibraryLogLine.isClientDeparture(line))
+    }
+
+    @Test("everything else stays an error", arguments: [
+        "Closing connection (out of memory).",
+        "Application reported internal error, closing connection.",
+        "Failed to send the response body for the request for `/s'. Error: Not enough system resources to serve the request",
+        "Failed to send data in request for /s.",
+        "Connection socket is closed when reading request due to the error: Bad FD value",
+        "Failed to remove FD from epoll set.",
+        "Error processing request (HTTP response code is 413 ('Content Too Large')). Closing connection.",
+        "Socket has been disconnected when reading request. and more",
+        "",
+    ])
+    func faults(line: String) {
+        #expect(!LibraryLogLine.isClientDeparture(line))
+    }
+}

@@ -192,6 +192,7 @@ struct AccessOperationsTests {
         (["--rate-limit", "-1"], "--rate-limit must be"),
         (["--stream-keepalive", "0s"], "--stream-keepalive must be at least 100ms"),
         (["--stream-keepalive", "soon"], "--stream-keepalive must be a duration"),
+        (["--shutdown-grace", "1e20s"], "--shutdown-grace must be at most 36500d"),
         (["--database", "postgresql://sheetd@127.0.0.1:1/sheetd", "--memory"], "cannot be combined with --memory"),
         (["--database", "postgresql://sheetd@127.0.0.1:1/sheetd", "--data-dir", "/nonexistent"], "cannot be combined with --data-dir"),
     ])

@@ -114,6 +114,46 @@ struct ObservabilityTests {
         }
     }
 
+    /// Clients that leave in the middle of an exchange (a presenter closing its stream, a client
+    /// resetting a long-poll, a head or a body cut short) are logged at debug, never as errors:
+    /// they are not faults of the server. The waits only end a failure.
+    @Test func clientsThatLeaveAreNotErrors() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--log-level", "debug"])
+            let client = try server.client()
+            let id = try EventsTests.create(client)
+            func log(_ done: @escaping (String) -> Bool) -> String { server.process.waitForStandardError(within: 60, until: done) }
+            func suspensions() throws -> Double { try SheetStoriesTests.metrics(client)["sheetd_request_suspensions_total"] ?? -1 }
+
+            _ = try EventsTests.openStream(server, id)   // closed (FIN) as it goes out of scope
+            let streamEnd = "Closing connection (application error generating response)."
+            #expect(log { $0.contains(streamEnd) }.contains(streamEnd))
+
+            let held = try suspensions()
+            let longPoll = try RawHTTPClient(port: server.port)
+            try longPoll.send("GET /sessions/\(id)/events?after=1&wait=30 HTTP/1.1\r\nHost: x\r\n\r\n")
+            let deadline = Date().addingTimeInterval(60)
+            while try suspensions() <= held, Date() < deadline { usleep(20_000) }
+            longPoll.abort()
+            // The long-poll ends as the client gone, or its answer goes to a reset socket: which,
+            // depends on when sheetd sees the reset. Either way its request is logged, after the stream's.
+            #expect(try client.request("POST", "/sessions/\(id)/drag", body: #"{"to":"medium"}"#).status == 200)
+            let eventsLine = "GET /sessions/\(id)/events "
+            #expect(log { $0.components(separatedBy: eventsLine).count > 2 }.components(separatedBy: eventsLine).count > 2)
+
+            // Which line libmicrohttpd writes for these, if any, depends on what it read before the reset.
+            for cutShort in ["GET /healthz HTTP/1.1\r\nHo", "POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"] {
+                let raw = try RawHTTPClient(port: server.port)
+                try raw.send(cutShort)
+                usleep(100_000)
+                raw.abort()
+            }
+            #expect(try client.request("GET", "/healthz").status == 200)
+            #expect(server.stop() == 0)
+            #expect(!server.stderr.contains("ERROR"), "\(server.stderr.suffix(3000))")
+        }
+    }
+
     @Test func quietLogLevels() async throws {
         try await offPool {
             let server = try SheetdProcess(["--log-level", "warn"])
