@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Tries `attempt` every `interval` until it gives a value: that value, or nil once `bound` has
 /// passed. The bound only ends a failing test; a passing one never waits for it, so no test
 /// depends on how fast the machine is. One copy for every test target that waits for another
@@ -16,4 +20,18 @@ public func retried<Value>(within bound: Duration = .seconds(30), every interval
 public func eventually(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
                        _ condition: () async -> Bool) async -> Bool {
     await retried(within: bound, every: interval) { await condition() ? true : nil } ?? false
+}
+
+/// `eventually` for a test body that blocks its own thread (one run off the cooperative pool, where
+/// nothing is awaited): polls `condition` every `interval` until it holds, true then, false once
+/// `bound` has passed.
+public func eventuallyBlocking(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
+                               _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = ContinuousClock.now + bound
+    let pause = useconds_t(interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000)
+    while true {
+        if try condition() { return true }
+        guard ContinuousClock.now < deadline else { return false }
+        usleep(pause)
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Polling
 import Synchronization
 import Testing
 
@@ -289,8 +290,7 @@ struct EventsTests {
                 }
                 #expect(delivered == 1900, "round \(round)")
                 streams.removeAll()   // each socket closed (FIN); sheetd writes to none of them again
-                let deadline = Date().addingTimeInterval(120)
-                while try openConnections() > 1, Date() < deadline { usleep(20_000) }
+                _ = try eventuallyBlocking(within: .seconds(120), every: .milliseconds(20)) { try openConnections() <= 1 }
                 #expect(try openConnections() == 1, "round \(round): only the metrics client is left")
             }
             #expect(server.stop() == 0)

@@ -1,4 +1,5 @@
 import Foundation
+import Polling
 import Testing
 
 /// `/metrics`, the request log and request ids, against the real binary.
@@ -133,8 +134,8 @@ struct ObservabilityTests {
             let held = try suspensions()
             let longPoll = try RawHTTPClient(port: server.port)
             try longPoll.send("GET /sessions/\(id)/events?after=1&wait=30 HTTP/1.1\r\nHost: x\r\n\r\n")
-            let deadline = Date().addingTimeInterval(60)
-            while try suspensions() <= held, Date() < deadline { usleep(20_000) }
+            #expect(try eventuallyBlocking(within: .seconds(60), every: .milliseconds(20)) { try suspensions() > held },
+                    "the long-poll is held")
             longPoll.abort()
             // The long-poll ends as the client gone, or its answer goes to a reset socket: which,
             // depends on when sheetd sees the reset. Either way its request is logged, after the stream's.
