@@ -2,6 +2,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Polling
 import Testing
 import Timekeeping
 
@@ -167,9 +168,7 @@ struct ClockedRulesTests {
     /// Whether a spinner runs on each pool thread (other tasks of the process end and free
     /// theirs; no test blocks one). Called on a plain thread; 20 s only end a failure.
     static func waitUntilSaturated(_ pool: (started: Counter, spinners: Int, poolWidth: Int)) -> Bool {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while pool.started.value < pool.poolWidth && ContinuousClock.now < deadline { usleep(1_000) }
-        return pool.started.value >= pool.poolWidth
+        eventuallyBlocking(within: .seconds(20)) { pool.started.value >= pool.poolWidth }
     }
 
     /// The stall behind flaky runs: every thread of Swift's cooperative pool busy (here with
@@ -220,8 +219,8 @@ struct ClockedRulesTests {
             let client = try RawHTTPClient(port: port, receiveTimeout: 20)
             try client.send("GET /echo HTTP/1.1\r\nHost: x\r\n")
             // libmicrohttpd's thread counts the connection; no pool thread is needed for that.
-            let deadline = ContinuousClock.now + .seconds(20)
-            while server.openConnections < 1 && ContinuousClock.now < deadline { usleep(1_000) }
+            // Not counted in 20 s, the close below is not seen either, and the test fails there.
+            _ = eventuallyBlocking(within: .seconds(20)) { server.openConnections >= 1 }
             clock.advance(by: .seconds(3))
             let closed = client.waitForClose()
             return (pool.started.value < pool.spinners, closed)

@@ -1,4 +1,5 @@
 import Foundation
+import Polling
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -48,9 +49,8 @@ struct CascadeCrashTests {
             // The moment is counted in chains made (not in time, which a loaded or sanitized run
             // stretches), enough that every round sees some of each ending.
             let moment = Int.random(in: 10...60, using: &generator)
-            let deadline = Date().addingTimeInterval(120)   // only ends a failure
-            while chains.value < moment && Date() < deadline { usleep(1_000) }
-            #expect(chains.value >= moment, "round \(round): \(chains.value) of \(moment) chains made in 120 s")
+            let made = eventuallyBlocking(within: .seconds(120)) { chains.value >= moment }   // only ends a failure
+            #expect(made, "round \(round): \(chains.value) of \(moment) chains made in 120 s")
             _ = server.stop(signal: SIGKILL)
             for client in clients { client.finished.wait() }
 

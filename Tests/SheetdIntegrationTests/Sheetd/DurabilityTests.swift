@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import Polling
 import SheetCore
 import SheetJSON
 import Testing
@@ -112,9 +113,8 @@ struct DurabilityTests {
             // Vary the moment, counted in acknowledged actions (not in time, which a loaded or
             // sanitized run stretches): early in the ramp-up through well into steady load.
             let moment = Int.random(in: 64...1_000, using: &generator)
-            let deadline = Date().addingTimeInterval(120)   // only ends a failure
-            while answered.value < moment && Date() < deadline { usleep(1_000) }
-            #expect(answered.value >= moment, "round \(round): \(answered.value) of \(moment) actions acknowledged in 120 s")
+            let reached = eventuallyBlocking(within: .seconds(120)) { answered.value >= moment }   // only ends a failure
+            #expect(reached, "round \(round): \(answered.value) of \(moment) actions acknowledged in 120 s")
             _ = server.stop(signal: SIGKILL)
             for client in clients { client.finished.wait() }
 

@@ -42,12 +42,7 @@ struct EventsTests {
     /// before are parked, so what follows releases a waiting poll rather than meeting one that
     /// has yet to arrive. 20 s only end a failure.
     static func waitForSuspensions(_ server: SheetdProcess, atLeast count: Int) throws -> Bool {
-        let deadline = Date().addingTimeInterval(20)
-        while try suspensions(server) < count {
-            guard Date() < deadline else { return false }
-            usleep(10_000)
-        }
-        return true
+        try eventuallyBlocking(within: .seconds(20), every: .milliseconds(10)) { try suspensions(server) >= count }
     }
 
     @Test func longPollIsAnsweredByADragFromAnotherClient() async throws {

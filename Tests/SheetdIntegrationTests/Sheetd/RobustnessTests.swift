@@ -1,4 +1,5 @@
 import Foundation
+import Polling
 import Synchronization
 import Testing
 #if canImport(Glibc)
@@ -362,9 +363,8 @@ struct RobustnessTests {
                     .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0) { $0 + Int($1) }
             }
             // 60 s only end a failure.
-            let deadline = ContinuousClock.now + .seconds(60)
-            while try sessionsHeld() > 0 && ContinuousClock.now < deadline { usleep(50_000) }
-            #expect(try sessionsHeld() == 0, "the idle sessions were not removed")
+            #expect(try eventuallyBlocking(within: .seconds(60), every: .milliseconds(50)) { try sessionsHeld() == 0 },
+                    "the idle sessions were not removed")
             // The expired places are free again (that no more are freed than expired is checked
             // in-process, where a stall of the machine cannot expire a new session meanwhile).
             for _ in 0..<3 { #expect(try client.request("POST", "/sessions").status == 201) }
@@ -506,10 +506,9 @@ struct RobustnessTests {
                 return
             }
             clients.removeLast()
-            var served = false
-            for _ in 0..<250 where !served {
-                usleep(20_000)
-                served = (try? server.client().request("GET", "/healthz").status) == 200
+            // 30 s only end a failure.
+            let served = eventuallyBlocking(within: .seconds(30), every: .milliseconds(20)) {
+                (try? server.client().request("GET", "/healthz").status) == 200
             }
             #expect(served, "a connection is accepted again once one closed")
             for client in clients { #expect(try client.request("GET", "/healthz").status == 200) }
@@ -714,9 +713,9 @@ struct RobustnessTests {
                 loadEnded.signal()
             }
             load.start()
-            // The load is running once a hundred answers came (30 s only end a failure).
-            let loadDeadline = ContinuousClock.now + .seconds(30)
-            while tally.withLock({ $0.answered }) <= 100 && ContinuousClock.now < loadDeadline { usleep(10_000) }
+            // The load is running once a hundred answers came (30 s only end a failure; the
+            // count is checked below).
+            _ = eventuallyBlocking(within: .seconds(30), every: .milliseconds(10)) { tally.withLock { $0.answered } > 100 }
             let beforeSignal = tally.withLock { $0.answered }
             signalled.store(true, ordering: .releasing)
             // sheetd exits with status 1 if its stop outlasts the grace and a margin.

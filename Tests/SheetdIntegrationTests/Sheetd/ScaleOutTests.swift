@@ -1,4 +1,5 @@
 import Foundation
+import Polling
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -235,10 +236,8 @@ struct ScaleOutTests {
 
     /// Waits until `condition` holds; throws (the test fails) after `timeout` seconds.
     static func await(_ condition: () -> Bool, _ what: String, timeout: Double = 120) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else { throw TestClientError(description: "not reached within \(timeout) s: \(what)") }
-            usleep(10_000)
+        guard eventuallyBlocking(within: .seconds(timeout), every: .milliseconds(10), condition) else {
+            throw TestClientError(description: "not reached within \(timeout) s: \(what)")
         }
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Polling
 
 /// A program this test process runs: started with `posix_spawn`, reaped with `waitpid`, its
 /// output read by a thread of its own. Not Foundation's `Process`: that one reaps its children
@@ -67,11 +68,10 @@ final class ChildProcess: @unchecked Sendable {
     /// is still running after `seconds` (which only end a failure). Ended by signal N: 128 + N,
     /// as a shell says it.
     func waitForExit(within seconds: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(seconds)
-        var raw = reap()
-        while raw == nil && Date() < deadline {
-            usleep(5_000)
+        var raw: Int32?
+        _ = eventuallyBlocking(within: .seconds(seconds), every: .milliseconds(5)) {
             raw = reap()
+            return raw != nil
         }
         guard let raw else { return nil }
         // The pipes' write ends closed with the child: their readers reach the end at once.

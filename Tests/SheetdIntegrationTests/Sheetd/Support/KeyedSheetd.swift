@@ -3,6 +3,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Polling
 
 /// A real sheetd started with `--auth-keys`, and the keys its file lists (made here, as
 /// `sheetd keys new` makes them), so tests can call it as each tenant and role.
@@ -50,10 +51,10 @@ final class KeyedSheetd: @unchecked Sendable {
     func reload(expecting marker: String) throws {
         let before = server.stderr.components(separatedBy: marker).count
         kill(server.process.processIdentifier, SIGHUP)
-        let deadline = Date().addingTimeInterval(20)
-        while server.stderr.components(separatedBy: marker).count == before {
-            guard Date() < deadline else { throw TestClientError(description: "no \"\(marker)\" after SIGHUP: \(server.stderr)") }
-            usleep(10_000)
+        guard eventuallyBlocking(within: .seconds(20), every: .milliseconds(10), {
+            server.stderr.components(separatedBy: marker).count > before
+        }) else {
+            throw TestClientError(description: "no \"\(marker)\" after SIGHUP: \(server.stderr)")
         }
     }
 

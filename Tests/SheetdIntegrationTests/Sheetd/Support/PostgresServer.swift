@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Polling
 
 /// A private PostgreSQL server for one test (or one suite): its own cluster made by `initdb` in a
 /// temporary directory, its own free port on 127.0.0.1 only, and a database `sheetd` owned by the
@@ -83,19 +84,18 @@ final class PostgresServer: @unchecked Sendable {
         let child = try ReapedChild.spawn(binaries + "/postgres", arguments, user: account, directory: directory, output: logFile)
         Self.track(child.pid)
         // pg_ctl's own test: the pid file's status line says "ready" once connections are accepted.
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        let ready = try eventuallyBlocking(within: .seconds(timeout), every: .milliseconds(10)) {
             if let status = child.poll() {
                 Self.untrack(child.pid)
                 throw ReapedChild.Failure(description: "postgres exited with \(status): \(log)")
             }
             let lines = ((try? String(contentsOfFile: dataDirectory + "/postmaster.pid", encoding: .utf8)) ?? "")
                 .split(separator: "\n", omittingEmptySubsequences: false)
-            if lines.count > 7, lines[0] == String(child.pid), lines[7].trimmingCharacters(in: .whitespaces) == "ready" {
-                postmaster = child
-                return
-            }
-            usleep(10_000)
+            return lines.count > 7 && lines[0] == String(child.pid) && lines[7].trimmingCharacters(in: .whitespaces) == "ready"
+        }
+        if ready {
+            postmaster = child
+            return
         }
         kill(child.pid, SIGKILL)
         child.wait(timeout: 30)

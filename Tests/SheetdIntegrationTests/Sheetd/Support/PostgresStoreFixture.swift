@@ -1,4 +1,5 @@
 import Locking
+import Polling
 import PostgresStore
 import SessionStore
 import SheetCore
@@ -100,11 +101,9 @@ final class EventCollector: EventSubscriber {
     }
 
     private func waitUntil(timeout: Duration, _ done: (State) -> Bool) async -> State {
-        let deadline = ContinuousClock.now + timeout
-        while true {
+        await retried(within: timeout, every: .milliseconds(5)) { () -> State? in
             let now = state.withLock { $0 }
-            if done(now) || ContinuousClock.now > deadline { return now }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+            return done(now) ? now : nil
+        } ?? state.withLock { $0 }
     }
 }

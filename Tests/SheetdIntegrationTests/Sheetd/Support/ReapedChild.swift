@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Polling
 
 /// A child process spawned with `posix_spawn` and reaped with `waitpid` by the test code itself,
 /// for tools whose end the test waits for (initdb, createdb, psql) and servers whose pid it must
@@ -53,10 +54,12 @@ struct ReapedChild: Sendable {
     /// it was still running after `timeout` seconds (then it is killed and reaped).
     @discardableResult
     func wait(timeout: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let status = poll() { return status }
-            usleep(5_000)
+        var exit: Int32?
+        if eventuallyBlocking(within: .seconds(timeout), every: .milliseconds(5), {
+            exit = poll()
+            return exit != nil
+        }) {
+            return exit
         }
         kill(pid, SIGKILL)
         var status: Int32 = 0

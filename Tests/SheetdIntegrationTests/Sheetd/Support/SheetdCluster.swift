@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Polling
 
 /// Several real sheetd processes on one private PostgreSQL (`--database`): what a scaled-out
 /// deployment is, without the load balancer (tests pick the instance of each request).
@@ -37,15 +38,13 @@ final class SheetdCluster: @unchecked Sendable {
 
     /// Waits until every instance's /healthz answers `status` (a failing test ends at `timeout`).
     func awaitHealth(_ status: Int, of indices: [Int]? = nil, timeout: Double = 60) throws {
-        let deadline = Date().addingTimeInterval(timeout)
         for index in indices ?? Array(instances.indices) {
-            while true {
-                let answer = try? client(index, receiveTimeout: 10).request("GET", "/healthz")
-                if answer?.status == status { break }
-                guard Date() < deadline else {
-                    throw TestClientError(description: "instance \(index) /healthz is not \(status): \(answer.map { "\($0.status) \($0.text)" } ?? "no answer")")
-                }
-                usleep(20_000)
+            var answer: TestResponse?
+            guard eventuallyBlocking(within: .seconds(timeout), every: .milliseconds(20), {
+                answer = try? client(index, receiveTimeout: 10).request("GET", "/healthz")
+                return answer?.status == status
+            }) else {
+                throw TestClientError(description: "instance \(index) /healthz is not \(status): \(answer.map { "\($0.status) \($0.text)" } ?? "no answer")")
             }
         }
     }
