@@ -36,7 +36,8 @@ final class SheetdCluster: @unchecked Sendable {
         return id
     }
 
-    /// Waits until every instance's /healthz answers `status` (a failing test ends at `timeout`).
+    /// Waits until every instance's /healthz answers `status`, each within `timeout` seconds (which
+    /// only end a failing test).
     func awaitHealth(_ status: Int, of indices: [Int]? = nil, timeout: Double = 60) throws {
         for index in indices ?? Array(instances.indices) {
             var answer: TestResponse?
