@@ -22,16 +22,23 @@ public func eventually(within bound: Duration = .seconds(30), every interval: Du
     await retried(within: bound, every: interval) { await condition() ? true : nil } ?? false
 }
 
-/// `eventually` for a test body that blocks its own thread (one run off the cooperative pool, where
-/// nothing is awaited): polls `condition` every `interval` until it holds, true then, false once
-/// `bound` has passed.
-public func eventuallyBlocking(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
-                               _ condition: () throws -> Bool) rethrows -> Bool {
+/// `retried` for a test body that blocks its own thread (one run off the cooperative pool, where
+/// nothing is awaited): tries `attempt` every `interval` until it gives a value: that value, or
+/// nil once `bound` has passed.
+public func retriedBlocking<Value>(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
+                                   _ attempt: () throws -> Value?) rethrows -> Value? {
     let deadline = ContinuousClock.now + bound
     let pause = useconds_t(interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000)
     while true {
-        if try condition() { return true }
-        guard ContinuousClock.now < deadline else { return false }
+        if let value = try attempt() { return value }
+        guard ContinuousClock.now < deadline else { return nil }
         usleep(pause)
     }
+}
+
+/// `eventually` for a blocking test body: polls `condition` (as `retriedBlocking` does) until it
+/// holds: true then, false once `bound` has passed.
+public func eventuallyBlocking(within bound: Duration = .seconds(30), every interval: Duration = .milliseconds(1),
+                               _ condition: () throws -> Bool) rethrows -> Bool {
+    try retriedBlocking(within: bound, every: interval) { try condition() ? true : nil } ?? false
 }

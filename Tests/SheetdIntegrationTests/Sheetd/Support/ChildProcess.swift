@@ -68,12 +68,7 @@ final class ChildProcess: @unchecked Sendable {
     /// is still running after `seconds` (which only end a failure). Ended by signal N: 128 + N,
     /// as a shell says it.
     func waitForExit(within seconds: Double) -> Int32? {
-        var raw: Int32?
-        _ = eventuallyBlocking(within: .seconds(seconds), every: .milliseconds(5)) {
-            raw = reap()
-            return raw != nil
-        }
-        guard let raw else { return nil }
+        guard let raw = retriedBlocking(within: .seconds(seconds), every: .milliseconds(5), reap) else { return nil }
         // The pipes' write ends closed with the child: their readers reach the end at once.
         output.waitUntilClosed(within: 10)
         let signal = raw & 0x7f

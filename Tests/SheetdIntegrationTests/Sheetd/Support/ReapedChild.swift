@@ -54,13 +54,7 @@ struct ReapedChild: Sendable {
     /// it was still running after `timeout` seconds (then it is killed and reaped).
     @discardableResult
     func wait(timeout: Double) -> Int32? {
-        var exit: Int32?
-        if eventuallyBlocking(within: .seconds(timeout), every: .milliseconds(5), {
-            exit = poll()
-            return exit != nil
-        }) {
-            return exit
-        }
+        if let exit = retriedBlocking(within: .seconds(timeout), every: .milliseconds(5), poll) { return exit }
         kill(pid, SIGKILL)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
