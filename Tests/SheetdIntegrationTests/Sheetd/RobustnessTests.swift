@@ -374,19 +374,20 @@ struct RobustnessTests {
 
     // MARK: - Slow and hostile peers
 
-    /// Latencies of `count` requests of a normal client on one keep-alive connection.
-    static func normalLatencies(_ client: TestHTTPClient, session id: String, count: Int) throws -> [Double] {
-        var latencies: [Double] = []
+    /// How many of `count` requests of a normal client on one keep-alive connection were answered
+    /// 200 (the first other answer throws). Their times are not kept: on a busy machine they say
+    /// nothing about the server.
+    static func normalRequestsAnswered(_ client: TestHTTPClient, session id: String, count: Int) throws -> Int {
+        var answered = 0
         for index in 0..<count {
-            let started = ContinuousClock.now
             let answer = index % 2 == 0
                 ? try client.request("GET", "/sessions/\(id)")
                 : try client.request("POST", "/sessions/\(id)/drag", body: index % 4 == 1 ? #"{"to":"medium"}"# : #"{"to":"large"}"#)
             guard answer.status == 200 else { throw TestClientError(description: "normal request answered \(answer.status) \(answer.text)") }
-            latencies.append(milliseconds(since: started))
+            answered += 1
             usleep(5_000)
         }
-        return latencies
+        return answered
     }
 
     /// 200 slowloris peers (100 trickling a head, 100 a body, a byte every 400 ms: an inactivity
@@ -460,7 +461,7 @@ struct RobustnessTests {
             }
             trickler.start()
 
-            let during = try Self.normalLatencies(setup, session: id, count: 40)
+            let answered = try Self.normalRequestsAnswered(setup, session: id, count: 40)
             // A connection opened while the peers hold theirs is served too.
             let fresh = try server.client()
             #expect(try fresh.request("GET", "/healthz").status == 200)
@@ -470,7 +471,7 @@ struct RobustnessTests {
             let cutTimes = shared.withLock { $0.map(\.closedAfter) }
 
             #expect(stillTrickling, "the normal client ran while the slow peers were still open (served \(servedAfter) ms after the first peer connected)")
-            #expect(during.count == 40, "every request of the normal client was answered")
+            #expect(answered == 40, "every request of the normal client was answered")
             let open = cutTimes.filter { $0 == nil }.count
             #expect(open == 0, "\(open) slow peers were never cut")
             // And the server is fine afterwards.
