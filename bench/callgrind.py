@@ -10,6 +10,9 @@ instructions by the requests. The client is this Python process, outside valgrin
 
 Settings: CALLGRIND_REQUESTS (2000), CALLGRIND_SESSIONS (300), CALLGRIND_WORKLOAD (drag|create|get),
 BENCH_SHEETD, BENCH_BASELINE, BENCH_SHEETD_ARGS (as in bench.py). bench.py imports `measure`.
+CALLGRIND_CACHE=1 adds callgrind's cache simulation (`--cache-sim=yes`, caches as the CPU reports
+them) and prints, per request, the first-level instruction and data cache misses, the former by
+object: how much distinct code a request runs, which no instruction count shows.
 """
 import glob
 import http.client
@@ -27,6 +30,7 @@ import bench  # noqa: E402
 REQUESTS = bench.env_int("CALLGRIND_REQUESTS", 2000)
 SESSIONS = bench.env_int("CALLGRIND_SESSIONS", 300)
 WORKLOAD = os.environ.get("CALLGRIND_WORKLOAD", "drag")
+CACHE = os.environ.get("CALLGRIND_CACHE") == "1"
 
 
 def totals(path):
@@ -35,6 +39,39 @@ def totals(path):
             if line.startswith("summary:") or line.startswith("totals:"):
                 return int(line.split()[1])
     raise RuntimeError(f"no totals in {path}")
+
+
+def cache_misses(path, requests):
+    """Per request: (I1 misses, D1 misses, {object: I1 misses}) of a dump made with --cache-sim=yes.
+
+    Costs are summed from the dump's cost lines: each line after a `calls=` line is the call's
+    inclusive cost and is skipped, so every cost counts once, in the object whose code it is."""
+    objects, events, by_object, current, after_call = {}, None, {}, None, False
+    for line in open(path):
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith(("ob=", "cob=")):
+            number, _, name = line.split("=", 1)[1].strip().partition(" ")
+            if name:
+                objects[number] = os.path.basename(name)
+            if line.startswith("ob="):
+                current = objects.get(number, number)
+        elif line.startswith("calls="):
+            after_call = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            if after_call:
+                after_call = False
+                continue
+            fields = line.split()[1:]
+            costs = by_object.setdefault(current, [0] * len(events))
+            for i, value in enumerate(fields):
+                costs[i] += int(value)
+    if events is None or "I1mr" not in events:
+        raise RuntimeError(f"{path} has no cache simulation")
+    total = [sum(c[i] for c in by_object.values()) for i in range(len(events))]
+    i1, d1r, d1w = events.index("I1mr"), events.index("D1mr"), events.index("D1mw")
+    per_object = {ob: c[i1] / requests for ob, c in by_object.items()}
+    return total[i1] / requests, (total[d1r] + total[d1w]) / requests, per_object
 
 
 def drive(port, workload, count, sessions, state):
@@ -65,7 +102,7 @@ def measure(name, argv, workload=WORKLOAD, requests=REQUESTS, sessions=SESSIONS)
     work = tempfile.mkdtemp(prefix=f"callgrind-{name}-", dir=bench.OUT)
     out = os.path.join(work, "callgrind.out")
     vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
-          "--vgdb=yes", "--vgdb-error=999999"]
+          "--vgdb=yes", "--vgdb-error=999999"] + (["--cache-sim=yes"] if CACHE else [])
     server = bench.Server(f"callgrind-{name}", vg + argv, cwd=work).start(timeout=300)
     try:
         made = bench.create_sessions(server, sessions, workers=1)
@@ -80,6 +117,11 @@ def measure(name, argv, workload=WORKLOAD, requests=REQUESTS, sessions=SESSIONS)
         if not dumps:
             raise RuntimeError(f"callgrind wrote no dump in {work}")
         per = totals(dumps[-1]) / requests
+        if CACHE:
+            i1, d1, by_object = cache_misses(dumps[-1], requests)
+            top = sorted(by_object.items(), key=lambda kv: -kv[1])[:4]
+            print(f"callgrind: {name}: {i1:,.0f} I1 misses per request ("
+                  + ", ".join(f"{ob} {n:,.0f}" for ob, n in top) + f"), {d1:,.0f} D1 misses", file=sys.stderr)
         if os.environ.get("CALLGRIND_KEEP") == "1":
             print(f"callgrind: kept {dumps[-1]} (callgrind_annotate --inclusive=yes it)", file=sys.stderr)
     finally:
