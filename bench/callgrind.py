@@ -47,25 +47,26 @@ def cache_misses(path, requests):
     Costs are summed from the dump's cost lines: each line after a `calls=` line is the call's
     inclusive cost and is skipped, so every cost counts once, in the object whose code it is."""
     objects, events, by_object, current, after_call = {}, None, {}, None, False
-    for line in open(path):
-        if line.startswith("events:"):
-            events = line.split()[1:]
-        elif line.startswith(("ob=", "cob=")):
-            number, _, name = line.split("=", 1)[1].strip().partition(" ")
-            if name:
-                objects[number] = os.path.basename(name)
-            if line.startswith("ob="):
-                current = objects.get(number, number)
-        elif line.startswith("calls="):
-            after_call = True
-        elif line[:1].isdigit() or line[:1] in "+-*":
-            if after_call:
-                after_call = False
-                continue
-            fields = line.split()[1:]
-            costs = by_object.setdefault(current, [0] * len(events))
-            for i, value in enumerate(fields):
-                costs[i] += int(value)
+    with open(path) as dump:
+        for line in dump:
+            if line.startswith("events:"):
+                events = line.split()[1:]
+            elif line.startswith(("ob=", "cob=")):
+                number, _, name = line.split("=", 1)[1].strip().partition(" ")
+                if name:
+                    objects[number] = os.path.basename(name)
+                if line.startswith("ob="):
+                    current = objects.get(number, number)
+            elif line.startswith("calls="):
+                after_call = True
+            elif line[:1] and (line[:1].isdigit() or line[:1] in "+-*"):
+                if after_call:
+                    after_call = False
+                    continue
+                fields = line.split()[1:]
+                costs = by_object.setdefault(current, [0] * len(events))
+                for i, value in enumerate(fields):
+                    costs[i] += int(value)
     if events is None or "I1mr" not in events:
         raise RuntimeError(f"{path} has no cache simulation")
     total = [sum(c[i] for c in by_object.values()) for i in range(len(events))]
