@@ -12,7 +12,7 @@ sets LD_PRELOAD (another allocator), `args` adds arguments (`args=--fresh-answer
 Every server gets its sessions and the same wrk run (bench/lua/drag.lua, or
 AB_SCRIPT; `wrk -t2 -c64`, AB_SECONDS each) in AB_ROUNDS rounds (6), the order rotating each
 round so that no server always runs first. It prints each run (req/s, server CPU and user CPU
-per request, wrk's CPU per request) and at the end the medians and, per round, each server's
+per request, wrk's CPU per request, how often the scheduler preempted the server's threads) and at the end the medians and, per round, each server's
 req/s against the first one's with the median of those ratios: within a round the machine's
 other load is about the same, so the ratio drifts less than either figure.
 """
@@ -101,6 +101,7 @@ def main():
                 runs[label].append(x)
                 print(f"round {r + 1} {label}: {x['rps']:,.0f} req/s, {x['cpu_us_per_req']:.2f} µs CPU "
                       f"(user {x['user_us_per_req']:.2f}) per request, wrk {x['wrk_us_per_req']:.2f} µs, "
+                      f"preempted {x['involuntary_switches_per_req']:.3f} times per request, "
                       f"other load {x['other_cores']:.2f} cores", flush=True)
         print()
         for label in labels:
@@ -108,7 +109,10 @@ def main():
             print(f"{label}: median {statistics.median(x['rps'] for x in xs):,.0f} req/s, "
                   f"{statistics.median(x['cpu_us_per_req'] for x in xs):.2f} µs CPU "
                   f"(user {statistics.median(x['user_us_per_req'] for x in xs):.2f}) per request, "
-                  f"wrk {statistics.median(x['wrk_us_per_req'] for x in xs):.2f} µs")
+                  f"wrk {statistics.median(x['wrk_us_per_req'] for x in xs):.2f} µs, "
+                  f"preempted {statistics.median(x['involuntary_switches_per_req'] for x in xs):.3f} "
+                  f"and asleep {statistics.median(x['voluntary_switches_per_req'] for x in xs):.3f} "
+                  f"times per request")
         first = labels[0]
         for label in labels[1:]:
             ratios = [a["rps"] / b["rps"] for a, b in zip(runs[label], runs[first])]

@@ -226,6 +226,29 @@ class Server:
             ticks[name] = ticks.get(name, 0) + user + system
         return ticks
 
+    def context_switches(self):
+        """(voluntary, involuntary) context switches so far, summed over the server's threads
+        (`/proc/PID/task/*/status`). Involuntary ones are the scheduler preempting a thread that
+        still had work, which leaves it to find its caches refilled by whatever ran meanwhile. A
+        thread that ended meanwhile is missing from the later reading, as in `thread_ticks`."""
+        voluntary = involuntary = 0
+        base = f"/proc/{self.proc.pid}/task"
+        try:
+            tids = os.listdir(base)
+        except OSError:
+            return voluntary, involuntary
+        for tid in tids:
+            try:
+                with open(f"{base}/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            voluntary += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches:"):
+                            involuntary += int(line.split()[1])
+            except OSError:
+                continue   # the thread ended between the listing and the reading
+        return voluntary, involuntary
+
     def rss_bytes(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
@@ -438,11 +461,11 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
         commands.append("wrk: " + shlex.join(cmd))
     server.trim_log()
     log0 = server.log_bytes()
-    t0 = server.thread_ticks()
+    t0, c0 = server.thread_ticks(), server.context_switches()
     m0, w0, (u0, s0) = machine_busy_ticks(), children_cpu_s(), server.cpu_ticks()
     p = subprocess.run(cmd, capture_output=True, text=True)
     (u1, s1), w1, m1 = server.cpu_ticks(), children_cpu_s(), machine_busy_ticks()
-    t1 = server.thread_ticks()
+    t1, c1 = server.thread_ticks(), server.context_switches()
     server.check_alive()
     m = re.search(r"^BENCH_RESULT (\{.*\})$", p.stdout, re.M)
     if p.returncode != 0 or not m:
@@ -461,6 +484,8 @@ def run_wrk(server, script, conns, wrk_threads, seconds, args, record=True):
     # archive's writer, its checkpointer). Threads that used nothing in the run are left out.
     r["thread_us_per_req"] = {name: (t1[name] - t0.get(name, 0)) / CLK_TCK * 1e6 / reqs
                               for name in t1 if t1[name] > t0.get(name, 0)}
+    r["voluntary_switches_per_req"] = (c1[0] - c0[0]) / reqs
+    r["involuntary_switches_per_req"] = (c1[1] - c0[1]) / reqs
     r["cpu_cores"] = r["cpu_s"] / secs
     r["wrk_cores"] = (w1 - w0) / secs
     # CPU the rest of the machine used meanwhile (other jobs): when it is not ~0 the round

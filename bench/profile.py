@@ -35,21 +35,6 @@ ROUNDS = bench.env_int("PROFILE_ROUNDS", 3)
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 
 
-def task_switches(pid):
-    voluntary = involuntary = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/status") as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches:"):
-                        voluntary += int(line.split()[1])
-                    elif line.startswith("nonvoluntary_ctxt_switches:"):
-                        involuntary += int(line.split()[1])
-        except OSError:
-            pass  # a thread that ended meanwhile
-    return voluntary, involuntary
-
-
 def suspensions(server):
     with urllib.request.urlopen(server.url + "/metrics", timeout=10) as answer:
         text = answer.read().decode()
@@ -67,12 +52,11 @@ def wrk(server, path=None, script=None, args=()):
 
 
 def measure(server, cmd, extra=None):
-    pid = server.proc.pid
-    (u0, s0), (v0, i0) = server.cpu_ticks(), task_switches(pid)
+    (u0, s0), (v0, i0) = server.cpu_ticks(), server.context_switches()
     start = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     elapsed = time.monotonic() - start
-    (u1, s1), (v1, i1) = server.cpu_ticks(), task_switches(pid)
+    (u1, s1), (v1, i1) = server.cpu_ticks(), server.context_switches()
     server.check_alive()
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
