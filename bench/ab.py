@@ -12,9 +12,10 @@ sets LD_PRELOAD (another allocator), `args` adds arguments (`args=--fresh-answer
 Every server gets its sessions and the same wrk run (bench/lua/drag.lua, or
 AB_SCRIPT; `wrk -t2 -c64`, AB_SECONDS each) in AB_ROUNDS rounds (6), the order rotating each
 round so that no server always runs first. It prints each run (req/s, server CPU and user CPU
-per request, wrk's CPU per request, how often the scheduler preempted the server's threads) and at the end the medians and, per round, each server's
-req/s against the first one's with the median of those ratios: within a round the machine's
-other load is about the same, so the ratio drifts less than either figure.
+per request, wrk's CPU per request, how often the scheduler preempted the server's threads) and
+at the end the medians and, per round, each server's req/s against the first one's with the
+median of those ratios: within a round the machine's other load is about the same, so the ratio
+drifts less than either figure.
 """
 import os
 import shlex
