@@ -28,8 +28,9 @@ WORKDIR /src
 COPY . .
 # --static-swift-stdlib links the Swift runtime and Foundation into the binary, so the
 # runtime stage needs no toolchain: only glibc, libstdc++ and the C libraries below.
-RUN swift build -c release --static-swift-stdlib --product sheetd \
-    && install -D -m 0755 "$(swift build -c release --static-swift-stdlib --show-bin-path)/sheetd" /out/sheetd
+# deploy/build-release is `swift build -c release` with full LTO, as every release binary is built.
+RUN deploy/build-release --static-swift-stdlib --product sheetd \
+    && install -D -m 0755 "$(deploy/build-release --static-swift-stdlib --show-bin-path)/sheetd" /out/sheetd
 
 FROM debian:bookworm-slim AS runtime
 # Exactly the shared libraries `ldd sheetd` needs (besides glibc and libgcc_s, which

@@ -28,8 +28,9 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# The release build, full LTO included, comes from deploy/build-release alone.
 release: deps
-	$(SWIFT) build -c release
+	SWIFT=$(SWIFT) deploy/build-release
 
 run: release
 	.build/release/sheetd $(ARGS)
