@@ -9,13 +9,13 @@ else bench.py's self-test sizes). `bin` replaces the binary (another build of sh
 sets LD_PRELOAD (another allocator), `args` adds arguments (`args=--fresh-answers 1`),
 `sessions` sets how many sessions the drags spread over (AB_SESSIONS, 1,000, by default).
 
-Every server gets its sessions and the same wrk run (bench/lua/drag.lua, or
-AB_SCRIPT; `wrk -t2 -c64`, AB_SECONDS each) in AB_ROUNDS rounds (6), the order rotating each
-round so that no server always runs first. It prints each run (req/s, server CPU and user CPU
-per request, wrk's CPU per request, how often the scheduler preempted the server's threads) and
-at the end the medians and, per round, each server's req/s against the first one's with the
-median of those ratios: within a round the machine's other load is about the same, so the ratio
-drifts less than either figure.
+Every server gets its sessions and the same wrk run (bench/lua/drag.lua, or AB_SCRIPT: e.g.
+drag-paced.lua for the latency a server adds; `wrk -t2 -c64`, AB_SECONDS each) in AB_ROUNDS rounds
+(6), the order rotating each round so that no server always runs first. It prints each run (req/s,
+p99, server CPU and user CPU per request, wrk's CPU per request, how often the scheduler preempted
+the server's threads) and at the end the medians and, per round, each server's req/s and p99
+against the first one's with the medians of those ratios: within a round the machine's other load
+is about the same, so the ratio drifts less than either figure.
 """
 import os
 import shlex
@@ -100,7 +100,8 @@ def main():
             for label in labels[r % len(labels):] + labels[:r % len(labels)]:
                 x = run(label, SECONDS)
                 runs[label].append(x)
-                print(f"round {r + 1} {label}: {x['rps']:,.0f} req/s, {x['cpu_us_per_req']:.2f} µs CPU "
+                print(f"round {r + 1} {label}: {x['rps']:,.0f} req/s, p99 {bench.fmt_us(x['latency_us']['p99'])}, "
+                      f"{x['cpu_us_per_req']:.2f} µs CPU "
                       f"(user {x['user_us_per_req']:.2f}) per request, wrk {x['wrk_us_per_req']:.2f} µs, "
                       f"preempted {x['involuntary_switches_per_req']:.3f} times per request, "
                       f"other load {x['other_cores']:.2f} cores", flush=True)
@@ -108,6 +109,7 @@ def main():
         for label in labels:
             xs = runs[label]
             print(f"{label}: median {statistics.median(x['rps'] for x in xs):,.0f} req/s, "
+                  f"p99 {bench.fmt_us(statistics.median(x['latency_us']['p99'] for x in xs))}, "
                   f"{statistics.median(x['cpu_us_per_req'] for x in xs):.2f} µs CPU "
                   f"(user {statistics.median(x['user_us_per_req'] for x in xs):.2f}) per request, "
                   f"wrk {statistics.median(x['wrk_us_per_req'] for x in xs):.2f} µs, "
@@ -119,6 +121,9 @@ def main():
             ratios = [a["rps"] / b["rps"] for a, b in zip(runs[label], runs[first])]
             print(f"{label} / {first}, per round: {' '.join(f'{x:.3f}' for x in ratios)}; "
                   f"median {statistics.median(ratios):.3f}")
+            p99s = [a["latency_us"]["p99"] / b["latency_us"]["p99"] for a, b in zip(runs[label], runs[first])]
+            print(f"{label} / {first}, p99 per round: {' '.join(f'{x:.3f}' for x in p99s)}; "
+                  f"median {statistics.median(p99s):.3f}")
     finally:
         for server in servers.values():
             server.stop()
