@@ -100,8 +100,8 @@ def main():
             for label in labels[r % len(labels):] + labels[:r % len(labels)]:
                 x = run(label, SECONDS)
                 runs[label].append(x)
-                print(f"round {r + 1} {label}: {x['rps']:,.0f} req/s, p99 {bench.fmt_us(x['latency_us']['p99'])}, "
-                      f"{x['cpu_us_per_req']:.2f} µs CPU "
+                print(f"round {r + 1} {label}: {x['rps']:,.0f} req/s, "
+                      f"p99 {bench.fmt_us(x['latency_us']['p99'])}, {x['cpu_us_per_req']:.2f} µs CPU "
                       f"(user {x['user_us_per_req']:.2f}) per request, wrk {x['wrk_us_per_req']:.2f} µs, "
                       f"preempted {x['involuntary_switches_per_req']:.3f} times per request, "
                       f"other load {x['other_cores']:.2f} cores", flush=True)
@@ -118,12 +118,10 @@ def main():
                   f"times per request")
         first = labels[0]
         for label in labels[1:]:
-            ratios = [a["rps"] / b["rps"] for a, b in zip(runs[label], runs[first])]
-            print(f"{label} / {first}, per round: {' '.join(f'{x:.3f}' for x in ratios)}; "
-                  f"median {statistics.median(ratios):.3f}")
-            p99s = [a["latency_us"]["p99"] / b["latency_us"]["p99"] for a, b in zip(runs[label], runs[first])]
-            print(f"{label} / {first}, p99 per round: {' '.join(f'{x:.3f}' for x in p99s)}; "
-                  f"median {statistics.median(p99s):.3f}")
+            for figure, value in (("", lambda x: x["rps"]), ("p99 ", lambda x: x["latency_us"]["p99"])):
+                ratios = [value(a) / value(b) for a, b in zip(runs[label], runs[first])]
+                print(f"{label} / {first}, {figure}per round: {' '.join(f'{x:.3f}' for x in ratios)}; "
+                      f"median {statistics.median(ratios):.3f}")
     finally:
         for server in servers.values():
             server.stop()
