@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(name: "LockingTests", dependencies: ["Locking"], swiftSettings: strict),
         .testTarget(name: "InlineExecutionTests", dependencies: ["InlineExecution"], swiftSettings: strict),
         .testTarget(name: "AccessControlTests", dependencies: ["AccessControl"], swiftSettings: strict),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "CEpollInterposer", "Locking"], swiftSettings: strict),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "CEpollInterposer", "Locking", "Polling"], swiftSettings: strict),
         .testTarget(name: "SessionStoreTests", dependencies: ["SessionStore", "SheetCore", "Locking", "Timekeeping", "InlineExecution", "Polling"], swiftSettings: strict),
         .testTarget(name: "SQLiteArchiveTests", dependencies: ["SQLiteArchive", "SessionStore", "SheetCore", "SheetJSON", "CSQLite", "Locking", "Timekeeping", "Polling"], swiftSettings: strict),
         .testTarget(name: "SheetAPITests", dependencies: ["SheetAPI", "SheetJSON", "SheetObservability", "SheetCore", "SheetFuzzing", "SessionStore", "SQLiteArchive", "HTTPServer", "Timekeeping", "Locking", "Polling"], swiftSettings: strict),

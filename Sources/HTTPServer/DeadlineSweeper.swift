@@ -1,3 +1,4 @@
+import CMicroHTTPD
 import Synchronization
 
 #if canImport(Glibc)
@@ -14,25 +15,34 @@ import Glibc
 /// to say.
 final class DeadlineSweeper: Sendable {
     private let stopped = Atomic<Bool>(false)
+    /// Ends the wait between two sweeps at once when `stop()` is called.
+    private let wake = WakeSignal()
 
     /// Sweeps every `interval` until `stop()`; run it on a plain thread (`PlainThread.start`).
+    /// Between sweeps the thread sleeps in `poll` on `wake`, so it wakes for a sweep or a stop and
+    /// for nothing else.
     func run(_ sweep: () -> Void, every interval: Duration) {
         let (seconds, attoseconds) = interval.components
-        let microseconds = max(1_000, Int64(seconds) * 1_000_000 + attoseconds / 1_000_000_000_000)
-        // Slept in slices of at most 10 ms, so that `stop()` takes effect quickly.
-        let slice = min(microseconds, 10_000)
-        while !stopped.load(ordering: .acquiring) {
-            var slept: Int64 = 0
-            while slept < microseconds && !stopped.load(ordering: .acquiring) {
-                usleep(useconds_t(slice))
-                slept += slice
+        let period = max(1_000_000, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        while true {
+            let due = sheetd_monotonic_ns() + period
+            while !stopped.load(ordering: .acquiring) {
+                let left = due - sheetd_monotonic_ns()
+                if left <= 0 { break }
+                // Rounded up to whole milliseconds, so the wait never ends just short of `due`
+                // and spins. An interrupted or spurious return goes round again.
+                var descriptor = pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&descriptor, 1, Int32(clamping: (left + 999_999) / 1_000_000))
             }
             if stopped.load(ordering: .acquiring) { return }
             sweep()
         }
     }
 
+    /// Ends `run` after the sweep in progress, if any. Without an eventfd (`WakeSignal.fd` of -1,
+    /// which `poll` ignores) it ends when the current interval does.
     func stop() {
         stopped.store(true, ordering: .releasing)
+        wake.signal()
     }
 }
