@@ -130,6 +130,8 @@ public final class PostgresStore: SessionStoring {
     /// Always nil: every read asks the database.
     public func readInPlace(_ id: SessionID, of tenant: Tenant) -> InPlace<SessionSnapshot>? { nil }
 
+    public func createInPlace(_ configuration: SheetConfiguration, for tenant: Tenant) -> InPlace<SessionSnapshot>? { nil }
+
     public func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) -> ActionResult {
         guard case .action(let result) = try checked(await perform(.apply(action, id, tenant, ifMatch: ifMatch, once: nil), on: id)) else {
             throw Self.unexpected

@@ -16,6 +16,7 @@ import SheetCore
 extension SessionShard {
     private typealias Changing = (SessionShard, SheetAction, SessionID, Tenant, AcceptedVersions?) -> InPlace<ActionResult>
     private typealias Reading = (SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>
+    private typealias Inserting = (SessionShard, Sheet, SessionID, UInt64, Tenant) -> PendingCommit?
 
     /// Runs `body` on the shard from the calling thread when nothing else holds or awaits the
     /// shard, whatever the archive (the caller deals with what is left to wait for); nil, with
@@ -59,6 +60,27 @@ extension SessionShard {
             unsafeBitCast({ (shard: isolated SessionShard, id: SessionID, tenant: Tenant) in shard.readNow(id, of: tenant) }
                           as (isolated SessionShard, SessionID, Tenant) -> InPlace<SessionSnapshot>, to: Reading.self)(self, id, tenant)
         }
+    }
+
+    /// `insert` (of a session over nothing, no Idempotency-Key) without a task, whatever the
+    /// archive: admitted and submitted on the calling thread when the shard is idle. The outer
+    /// nil: the shard is busy, nothing was done. The inner one: nothing to wait for (the
+    /// volatile archive); otherwise the commit the answer waits for. A new session has no events
+    /// to publish after it: nobody can be reading those of an id not answered yet.
+    nonisolated func insertInPlace(_ sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant) -> PendingCommit?? {
+        executor.runIfIdle {
+            unsafeBitCast({ (shard: isolated SessionShard, sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant) in
+                              shard.insertNow(sheet, id: id, ordinal: ordinal, tenant: tenant) }
+                          as (isolated SessionShard, Sheet, SessionID, UInt64, Tenant) -> PendingCommit?,
+                          to: Inserting.self)(self, sheet, id, ordinal, tenant)
+        }
+    }
+
+    /// `insertInPlace`'s turn on the shard: `insert` without waiting for the commit.
+    private func insertNow(_ sheet: Sheet, id: SessionID, ordinal: UInt64, tenant: Tenant) -> PendingCommit? {
+        let change = admit(sheet, id: id, ordinal: ordinal, tenant: tenant)
+        guard let commit = submit([change], of: id, previousVersion: sheet.version, version: sheet.version) else { return nil }
+        return PendingCommit(shard: self, commit: commit, publication: nil)
     }
 
     /// `changeInPlace`'s turn on the shard.

@@ -142,6 +142,26 @@ public final class SessionStore: Sendable {
         return SessionSnapshot(id: id, sheet: sheet)
     }
 
+    /// `create` without a task, for a session over nothing: made and submitted on the calling
+    /// thread when its shard is idle, the result saying what its answer waits for (its commit).
+    /// nil, with nothing made or counted, while the sessions are still being read in or when the
+    /// shard is busy: use `create`. A session over a parent changes the parent too, on the
+    /// parent's shard, so it always goes through `create`.
+    public func createInPlace(_ configuration: SheetConfiguration, for tenant: Tenant) -> InPlace<SessionSnapshot>? {
+        guard restoring.isOpen else { return nil }
+        do { try reservePlace(for: tenant) } catch { return InPlace(result: .failure(error)) }
+        let id = SessionID.random()
+        // Taken before the shard is tried: a create declined here leaves a gap in the ordinals,
+        // as a deleted session does.
+        let ordinal = ordinals.add(1, ordering: .relaxed).newValue
+        let sheet = Sheet(configuration: interned(configuration), now: self.configuration.clock.now())
+        guard let pending = shard(for: id).insertInPlace(sheet, id: id, ordinal: ordinal, tenant: tenant) else {
+            released([tenant])
+            return nil
+        }
+        return InPlace(result: .success(SessionSnapshot(id: id, sheet: sheet)), pending: pending)
+    }
+
     /// Counts a new session in, unless that would pass `--max-sessions` or the tenant's limit.
     /// Reserving first means concurrent creates can never overshoot either limit.
     private func reservePlace(for tenant: Tenant) throws(StoreError) {

@@ -11,6 +11,10 @@ public protocol SessionStoring: AnyObject, Sendable {
         _ configuration: SheetConfiguration, over parent: SessionID?, for tenant: Tenant, idempotency: IdempotencyRequest,
         render: @escaping @Sendable (Result<SessionSnapshot, StoreError>) -> StoredAnswer
     ) async throws(StoreError) -> IdempotentAnswer
+    /// A new session over nothing made on the calling thread, its answer perhaps waiting for a
+    /// commit (`InPlace.pending`); nil (nothing made, nothing counted) when the store cannot make
+    /// it without waiting.
+    func createInPlace(_ configuration: SheetConfiguration, for tenant: Tenant) -> InPlace<SessionSnapshot>?
     func session(_ id: SessionID, of tenant: Tenant) async throws(StoreError) -> SessionSnapshot
     func apply(_ action: SheetAction, to id: SessionID, of tenant: Tenant, ifMatch: AcceptedVersions?) async throws(StoreError) -> ActionResult
     /// The change made on the calling thread, its answer perhaps waiting for a commit

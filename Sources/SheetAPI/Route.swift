@@ -115,8 +115,8 @@ package struct MethodHandler: Sendable {
         MethodHandler(method: "GET", access: access, respond: respond, respondInPlace: inPlace)
     }
 
-    static func post(_ access: RequiredAccess, _ respond: @escaping Respond) -> MethodHandler {
-        MethodHandler(method: "POST", access: access, respond: respond, respondInPlace: nil)
+    static func post(_ access: RequiredAccess, _ respond: @escaping Respond, inPlace: RespondInPlace? = nil) -> MethodHandler {
+        MethodHandler(method: "POST", access: access, respond: respond, respondInPlace: inPlace)
     }
 
     static func delete(_ access: RequiredAccess, _ respond: @escaping Respond) -> MethodHandler {

@@ -21,7 +21,7 @@ package enum RouteTable {
         .action("/sessions/{id}/select", decode: RequestBodies.select),
         .action("/sessions/{id}/resize", decode: RequestBodies.resize),
         .action("/sessions/{id}/navigate", decode: RequestBodies.navigate),
-        .handlers("/sessions", .get(.readSessions, SheetService.listSessions), .post(.changeSessions, SheetService.createSession)),
+        .handlers("/sessions", .get(.readSessions, SheetService.listSessions), .post(.changeSessions, SheetService.createSession, inPlace: SheetService.createSessionInPlace)),
         .handlers("/sessions/{id}",
                   .get(.readSessions, SheetService.getSession, inPlace: SheetService.getSessionInPlace),
                   .delete(.changeSessions, SheetService.deleteSession)),

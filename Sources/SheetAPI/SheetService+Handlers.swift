@@ -63,6 +63,40 @@ extension SheetService {
         return replayable(answer, requestID: requestID)
     }
 
+    /// A session over nothing, without an Idempotency-Key, created on the calling thread when
+    /// its shard is idle; answered through `later` once its commit is done. Everything else
+    /// (a parent, a key, a body `createSession` refuses, a busy shard) is declined to
+    /// `createSession`. Its answers carry their CORS headers.
+    func createSessionInPlace(_ request: HTTPRequest, _ route: Route, _ tenant: Tenant, _ later: DeferredAnswer) -> InPlaceAnswer {
+        let head = request.head
+        guard head.headers["Idempotency-Key"] == nil,
+              let (configuration, parent) = try? RequestBodies.creation(request.body), parent == nil,
+              let (result, pending) = store.createInPlace(configuration, for: tenant)?.parts() else { return .declined }
+        let requestID = requestIDs.id(for: head)
+        switch result {
+        case .success(let snapshot):
+            let answer = withCORSIfAsked(created(snapshot, requestID: requestID), for: head)
+            // Counted once it is stored, as `createSession` counts it.
+            guard let pending else {
+                observer.metrics.recordCreated(snapshot.sheet)
+                return .answered(answer)
+            }
+            later.hold(answer)
+            let metrics = observer.metrics
+            pending.whenSettled { committed in
+                guard committed else {
+                    later.giveUnavailable()
+                    return
+                }
+                metrics.recordCreated(snapshot.sheet)
+                later.giveHeld()
+            }
+            return .deferred
+        case .failure(let error):
+            return .answered(withCORSIfAsked(errorResponse(APIError(error), requestID: requestID), for: head))
+        }
+    }
+
     private func created(_ snapshot: SessionSnapshot, requestID: String) -> HTTPResponse {
         var response = sessionResponse(201, Rendering.sessionBody(snapshot), version: snapshot.sheet.version, requestID: requestID)
         response.headers.add("Location", "/sessions/\(snapshot.id)")

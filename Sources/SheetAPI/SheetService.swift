@@ -82,12 +82,13 @@ public final class SheetService: HTTPResponder {
     }
 
     /// Answers without a task when it can: a request refused before the store is asked, and an
-    /// action (no Idempotency-Key) or a session's GET whose shard is idle, done right here on the
-    /// calling thread. With a durable store its answer, rendered now, is given through `later`
-    /// once its commit is done and its events are published (on the archive's writer thread, as
-    /// a rule): no task, and no thread but the writer's between the two. Declined otherwise (a
-    /// busy shard, every other route): `respond(to:)` then plans the request again, which only
-    /// the rare busy-shard case pays twice.
+    /// action (no Idempotency-Key), a session's GET or a create over no parent (no
+    /// Idempotency-Key) whose shard is idle, done right here on the calling thread. With a
+    /// durable store its answer, rendered now, is given through `later` once its commit is done
+    /// and its events are published (on the archive's writer thread, as a rule): no task, and no
+    /// thread but the writer's between the two. Declined otherwise (a busy shard, every other
+    /// route): `respond(to:)` then plans the request again, which only the rare busy-shard case
+    /// pays twice.
     public func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
         switch plan(request) {
         case .answer(let response):

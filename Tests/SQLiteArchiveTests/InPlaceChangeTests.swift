@@ -115,6 +115,35 @@ struct InPlaceChangeTests {
         #expect(restored.sheet.version == 2)
     }
 
+    @Test("a session created in place is answered once its commit is done, not before, and a restart finds it")
+    func createdAfterCommit() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try Self.store(in: directory, clock: Timekeeping.ManualClock())
+        let writeLock = try WriteLock(directory)
+        try writeLock.lock()
+
+        let made = try await Self.inPlace { store.createInPlace(try! seedConfiguration(), for: .default) }
+        let session = try made.result.get()
+        #expect(made.pending != nil, "a durable create waits for its commit")
+        let settlement = Settlement()
+        settlement.follow(made)
+        #expect(settlement.count == 0)
+        // A read shows the session only once it is stored.
+        #expect(try await Self.inPlace { store.readInPlace(session.id, of: .default) }.pending != nil)
+
+        try writeLock.unlock()
+        #expect(await eventually { settlement.count == 1 })
+        #expect(settlement.reported == [true])
+        #expect(try await Self.seqs(store, session.id) == [1])
+        try await store.close()
+
+        let again = try SQLiteArchive.open(directory: directory.path)
+        defer { again.close() }
+        let restored = try #require(try again.load().sessions.first { $0.id == session.id })
+        #expect(restored.sheet == session.sheet)
+    }
+
     @Test("a refusal or a read in place shows the session as it stands, so it waits for the commit of what it shows")
     func refusalsAndReadsWait() async throws {
         let directory = try TemporaryDirectory()

@@ -52,7 +52,10 @@ struct RestoreWhileServingTests {
         let id = contents.sessions[0].id
         #expect(store.readInPlace(id, of: me) == nil)
         #expect(store.changeInPlace(.drag(.detent(.medium)), to: id, of: me) == nil)
+        #expect(store.createInPlace(try twoDetents(), for: me) == nil)
+        #expect(store.sessionCount == 0, "a declined create counts nothing")
         await store.restore(contents)
+        #expect(store.createInPlace(try twoDetents(), for: me) != nil)
         guard case .success(let snapshot)? = store.readInPlace(id, of: me)?.result else {
             Issue.record("no in-place answer after the restore")
             return

@@ -92,10 +92,32 @@ struct InPlaceTests {
         #expect(try #require(Self.answeredNow(service, Self.request(.head, "/sessions/\(id)"))).status == 200)
         #expect(try #require(Self.answeredNow(service, Self.request(.get, "/sessions/AAAAAAAAAAAAAAAAAAAAAA"))).status == 404)
 
-        // Not in place: other reads, creates, deletes, and actions with an Idempotency-Key (nothing applied).
+        // A create over nothing without an Idempotency-Key, the same answer as respond(to:) gives.
+        let create = Self.request(.post, "/sessions", #"{"detents":["medium","large"]}"#)
+        let made = try #require(Self.answeredNow(service, create))
+        #expect(made.status == 201)
+        #expect(made.headers["ETag"] == "\"1\"")
+        guard case .string(let madeID)? = Self.member(Self.json(made), "id") else {
+            Issue.record("no id in the create's answer")
+            return
+        }
+        #expect(made.headers["Location"] == "/sessions/\(madeID)")
+        #expect(Self.json(made).map(\.key) == Self.json(created).map(\.key))
+        #expect(await service.respond(to: Self.request(.get, "/sessions/\(madeID)")).status == 200)
+
+        // Not in place: other reads, deletes, creates over a parent, with an Idempotency-Key or
+        // with a body to refuse, and actions with an Idempotency-Key (nothing made or applied).
         #expect(Self.answeredNow(service, Self.request(.get, "/sessions/\(id)/events")) == nil)
         #expect(Self.answeredNow(service, Self.request(.get, "/sessions")) == nil)
-        #expect(Self.answeredNow(service, Self.request(.post, "/sessions", "{}")) == nil)
+        #expect(Self.answeredNow(service, Self.request(.post, "/sessions", #"{"detents":"medium"}"#)) == nil)
+        #expect(Self.answeredNow(service, Self.request(.post, "/sessions", #"{"detents":["large"],"parent":"\#(madeID)"}"#)) == nil)
+        #expect(Self.answeredNow(service, Self.request(.post, "/sessions", #"{"detents":["large"]}"#, headers: ["Idempotency-Key": "k0"])) == nil)
+        let listed = await service.respond(to: Self.request(.get, "/sessions"))
+        guard case .array(let sessions)? = Self.member(Self.json(listed), "sessions") else {
+            Issue.record("no sessions in the list")
+            return
+        }
+        #expect(sessions.count == 2, "the declined creates made nothing")
         #expect(Self.answeredNow(service, Self.request(.delete, "/sessions/\(id)")) == nil)
         let keyed = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"large"}"#, headers: ["Idempotency-Key": "k1"])
         #expect(Self.answeredNow(service, keyed) == nil)
@@ -174,5 +196,55 @@ struct InPlaceTests {
         }
         #expect(given.withLock { $0.count } <= 1)
         try await store.close()
+    }
+
+    @Test("with a durable store a create is made in place and answered once committed, and counted then")
+    func durableCreateIsDeferred() async throws {
+        let directory = NSTemporaryDirectory() + "sheetd-inplace-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let archive = try SQLiteArchive.open(directory: directory)
+        let store = SessionStore(archive: archive, restoring: try archive.load())
+        let observer = ServiceObserver(level: .off, log: LogSink { _ in })
+        let service = SheetService(store: store, observer: observer)
+        let given = LockedValue<[HTTPResponse]>([])
+        let later = DeferredAnswer { response in
+            given.withLock { $0.append(response) }
+            return true
+        }
+
+        let create = Self.request(.post, "/sessions", #"{"detents":["medium","large"]}"#)
+        let answer: HTTPResponse
+        switch await Self.takenOnceIdle({ service.respondInPlace(to: create, later: later) }) {
+        case .deferred:
+            let answers = await retried { () -> [HTTPResponse]? in
+                let answers = given.withLock { $0 }
+                return answers.isEmpty ? nil : answers
+            } ?? []
+            #expect(answers.count == 1)
+            answer = try #require(answers.first)
+        case .answered(let now):
+            answer = now   // committed before the create was handed back
+        case .declined:
+            Issue.record("a durable create on an idle shard was not made in place")
+            return
+        }
+        #expect(answer.status == 201)
+        guard case .string(let id)? = Self.member(Self.json(answer), "id") else {
+            Issue.record("no id in the create's answer")
+            return
+        }
+        #expect(answer.headers["Location"] == "/sessions/\(id)")
+        #expect(await service.respond(to: Self.request(.get, "/sessions/\(id)")).status == 200)
+        guard case .bytes(let exposition) = await service.respond(to: Self.request(.get, "/metrics")).body else {
+            Issue.record("no metrics")
+            return
+        }
+        let metrics = String(decoding: exposition, as: UTF8.self)
+        #expect(metrics.contains(#"sheetd_events_total{type="presented"} 1"#), "the create counted once committed")
+        try await store.close()
+
+        let again = try SQLiteArchive.open(directory: directory)
+        defer { again.close() }
+        #expect(try again.load().sessions.map(\.id.description) == [id])
     }
 }
