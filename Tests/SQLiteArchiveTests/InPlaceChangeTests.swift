@@ -1,7 +1,7 @@
 import CSQLite
 import Locking
 import Polling
-import SessionStore
+@testable import SessionStore
 import SheetCore
 @testable import SQLiteArchive
 import Testing
@@ -135,6 +135,8 @@ struct InPlaceChangeTests {
         try writeLock.unlock()
         #expect(await eventually { settlement.count == 1 })
         #expect(settlement.reported == [true])
+        // Settled before it is answered: nothing of it is left for a later turn to clear.
+        #expect(await store.shard(for: session.id).inFlight[session.id] == nil)
         #expect(try await Self.seqs(store, session.id) == [1])
         try await store.close()
 
