@@ -27,6 +27,41 @@ struct InPlaceTests {
         } ?? .declined
     }
 
+    /// `respondInPlace(to:later:)` once the shard is idle, and its answer: given at once, or
+    /// through `later` once what it waits for is done (waited for; the bound only ends a
+    /// failure). nil when declined.
+    private static func answerInPlace(_ service: SheetService, _ request: HTTPRequest, later: DeferredAnswer,
+                                      given: LockedValue<[HTTPResponse]>) async -> HTTPResponse? {
+        switch await takenOnceIdle({ service.respondInPlace(to: request, later: later) }) {
+        case .answered(let now):
+            return now   // nothing left to wait for: the writer committed before it was handed back
+        case .declined:
+            return nil
+        case .deferred:
+            let answers = await retried { () -> [HTTPResponse]? in
+                let answers = given.withLock { $0 }
+                return answers.isEmpty ? nil : answers
+            } ?? []
+            #expect(answers.count == 1)
+            return answers.first
+        }
+    }
+
+    /// A service over a SQLite archive in a fresh directory (the caller removes it), and a
+    /// `DeferredAnswer` that collects what it is given.
+    private static func durable() throws -> (SheetService, SessionStore, later: DeferredAnswer, given: LockedValue<[HTTPResponse]>, directory: String) {
+        let directory = NSTemporaryDirectory() + "sheetd-inplace-" + UUID().uuidString
+        let archive = try SQLiteArchive.open(directory: directory)
+        let store = SessionStore(archive: archive, restoring: try archive.load())
+        let service = SheetService(store: store, observer: ServiceObserver(level: .off, log: LogSink { _ in }))
+        let given = LockedValue<[HTTPResponse]>([])
+        let later = DeferredAnswer { response in
+            given.withLock { $0.append(response) }
+            return true
+        }
+        return (service, store, later, given, directory)
+    }
+
     /// `respondInPlace(to:later:)` for a store that never makes an answer wait: the answer given
     /// right away, or nil when declined. Deferring is a failure here.
     private static func answeredNow(_ service: SheetService, _ request: HTTPRequest) -> HTTPResponse? {
@@ -128,38 +163,17 @@ struct InPlaceTests {
 
     @Test("with a durable store a drag is taken on in place and answered once committed, as respond(to:) answers it")
     func durableDragIsDeferred() async throws {
-        let directory = NSTemporaryDirectory() + "sheetd-inplace-" + UUID().uuidString
+        let (service, store, later, given, directory) = try Self.durable()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let archive = try SQLiteArchive.open(directory: directory)
-        let store = SessionStore(archive: archive, restoring: try archive.load())
-        let service = SheetService(store: store, observer: ServiceObserver(level: .off, log: LogSink { _ in }))
         let created = await service.respond(to: Self.request(.post, "/sessions", #"{"detents":["medium","large"]}"#))
         guard case .string(let id)? = Self.member(Self.json(created), "id") else {
             Issue.record("no id in \(created.status)")
             return
         }
-        let given = LockedValue<[HTTPResponse]>([])
-        let later = DeferredAnswer { response in
-            given.withLock { $0.append(response) }
-            return true
-        }
 
-        let drag = Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#)
         // The shard is idle once the create's last turn on it has ended (declined: nothing applied).
-        let taken = await Self.takenOnceIdle { service.respondInPlace(to: drag, later: later) }
-        let answer: HTTPResponse
-        switch taken {
-        case .deferred:
-            let answers = await retried { () -> [HTTPResponse]? in
-                let answers = given.withLock { $0 }
-                return answers.isEmpty ? nil : answers
-            } ?? []
-            #expect(answers.count == 1)
-            answer = try #require(answers.first)
-        case .answered(let now):
-            // The writer committed before the change was handed back: nothing left to wait for.
-            answer = now
-        case .declined:
+        guard let answer = await Self.answerInPlace(service, Self.request(.post, "/sessions/\(id)/drag", #"{"to":"medium"}"#),
+                                                    later: later, given: given) else {
             Issue.record("a durable drag on an idle shard was not taken on in place")
             return
         }
@@ -200,31 +214,10 @@ struct InPlaceTests {
 
     @Test("with a durable store a create is made in place and answered once committed, and counted then")
     func durableCreateIsDeferred() async throws {
-        let directory = NSTemporaryDirectory() + "sheetd-inplace-" + UUID().uuidString
+        let (service, store, later, given, directory) = try Self.durable()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let archive = try SQLiteArchive.open(directory: directory)
-        let store = SessionStore(archive: archive, restoring: try archive.load())
-        let observer = ServiceObserver(level: .off, log: LogSink { _ in })
-        let service = SheetService(store: store, observer: observer)
-        let given = LockedValue<[HTTPResponse]>([])
-        let later = DeferredAnswer { response in
-            given.withLock { $0.append(response) }
-            return true
-        }
-
         let create = Self.request(.post, "/sessions", #"{"detents":["medium","large"]}"#)
-        let answer: HTTPResponse
-        switch await Self.takenOnceIdle({ service.respondInPlace(to: create, later: later) }) {
-        case .deferred:
-            let answers = await retried { () -> [HTTPResponse]? in
-                let answers = given.withLock { $0 }
-                return answers.isEmpty ? nil : answers
-            } ?? []
-            #expect(answers.count == 1)
-            answer = try #require(answers.first)
-        case .answered(let now):
-            answer = now   // committed before the create was handed back
-        case .declined:
+        guard let answer = await Self.answerInPlace(service, create, later: later, given: given) else {
             Issue.record("a durable create on an idle shard was not made in place")
             return
         }
