@@ -1,4 +1,3 @@
-import Locking
 @testable import SessionStore
 import SheetCore
 import Testing
