@@ -87,8 +87,8 @@ public final class SheetService: HTTPResponder {
     /// durable store its answer, rendered now, is given through `later` once its commit is done
     /// and its events are published (on the archive's writer thread, as a rule): no task, and no
     /// thread but the writer's between the two. Declined otherwise (a busy shard, every other
-    /// route): `respond(to:)` then plans the request again, which only the rare busy-shard case
-    /// pays twice.
+    /// route): `respond(to:)` then plans the request again, which the rare busy-shard case pays
+    /// twice, and a create over a parent, whose body is read here to find the parent.
     public func respondInPlace(to request: HTTPRequest, later: DeferredAnswer) -> InPlaceAnswer {
         switch plan(request) {
         case .answer(let response):
