@@ -81,7 +81,7 @@ final class ConnectionAcceptor: Sendable {
                         errorLog("cannot accept a connection: \(String(cString: strerror(err))); waiting \(Self.resourceBackoffMilliseconds) ms between tries until it can")
                         lastFailure = err
                     }
-                    _ = sheetd_accept_wait(-1, wakeup.fd, Self.resourceBackoffMilliseconds)
+                    wakeup.wait(milliseconds: Self.resourceBackoffMilliseconds)
                     break accepting
                 case SHEETD_ACCEPT_BROKEN:
                     errorLog("the listening socket failed: \(String(cString: strerror(err))); no further connection is accepted")

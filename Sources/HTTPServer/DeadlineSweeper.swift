@@ -1,10 +1,6 @@
 import CMicroHTTPD
 import Synchronization
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The loop that enforces the server's deadlines (`ServerCore.sweepDeadlines`: slow and idle
 /// connections cut, overdue responders answered 503), on a thread of its own.
 ///
@@ -19,8 +15,8 @@ final class DeadlineSweeper: Sendable {
     private let wake = WakeSignal()
 
     /// Sweeps every `interval` until `stop()`; run it on a plain thread (`PlainThread.start`).
-    /// Between sweeps the thread sleeps in `poll` on `wake`, so it wakes for a sweep or a stop and
-    /// for nothing else.
+    /// Between sweeps the thread waits on `wake`, so it wakes for a sweep or a stop and for
+    /// nothing else.
     func run(_ sweep: () -> Void, every interval: Duration) {
         let (seconds, attoseconds) = interval.components
         let period = max(1_000_000, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
@@ -30,17 +26,16 @@ final class DeadlineSweeper: Sendable {
                 let left = due - sheetd_monotonic_ns()
                 if left <= 0 { break }
                 // Rounded up to whole milliseconds, so the wait never ends just short of `due`
-                // and spins. An interrupted or spurious return goes round again.
-                var descriptor = pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&descriptor, 1, Int32(clamping: (left + 999_999) / 1_000_000))
+                // and spins. An interrupted return goes round again.
+                wake.wait(milliseconds: Int32(clamping: (left + 999_999) / 1_000_000))
             }
             if stopped.load(ordering: .acquiring) { return }
             sweep()
         }
     }
 
-    /// Ends `run` after the sweep in progress, if any. Without an eventfd (`WakeSignal.fd` of -1,
-    /// which `poll` ignores) it ends when the current interval does.
+    /// Ends `run` after the sweep in progress, if any. Without an eventfd (`WakeSignal.fd` of -1)
+    /// it ends when the current interval does.
     func stop() {
         stopped.store(true, ordering: .releasing)
         wake.signal()

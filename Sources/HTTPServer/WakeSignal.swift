@@ -26,6 +26,14 @@ final class WakeSignal: Sendable {
         _ = write(fd, &one, MemoryLayout<UInt64>.size)
     }
 
+    /// Waits up to `milliseconds` (for ever when negative) for `signal()`, and resets it if it
+    /// came. True when signalled; false when the time ran out or the wait was interrupted. Without
+    /// a descriptor (`fd` of -1) it only waits out the time.
+    @discardableResult
+    func wait(milliseconds: Int32) -> Bool {
+        sheetd_accept_wait(-1, fd, milliseconds) == 2
+    }
+
     /// Resets it after a wake-up, so the next wait blocks until the next `signal()`.
     func drain() {
         guard fd >= 0 else { return }

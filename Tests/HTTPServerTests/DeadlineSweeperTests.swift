@@ -40,6 +40,8 @@ struct DeadlineSweeperTests {
         let id = thread.load(ordering: .acquiring)
         // The thread has gone to sleep once it has switched out at least once; count from then.
         let before = try #require(await retried { Self.voluntarySwitches(of: id).flatMap { $0 > 0 ? $0 : nil } })
+        // The window watched, not a timeout: on a busy machine it only grows, and a thread
+        // blocked until a sweep an hour away does not switch however long it is.
         try await Task.sleep(for: .milliseconds(200))
         let after = try #require(Self.voluntarySwitches(of: id))
         #expect(after - before <= 1, "woke \(after - before) times in 200 ms with an hour to the next sweep")
