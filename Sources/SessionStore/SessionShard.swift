@@ -78,6 +78,9 @@ actor SessionShard {
     let archiveKeepsChanges: Bool
     /// Only sessions with a commit outstanding are here; the map stays as small as the load.
     var inFlight: [SessionID: InFlight] = [:]
+    /// Sessions created in place, oldest first, whose `inFlight` entries the shard's next create
+    /// drops once their commits are done: as many as the creates still being committed.
+    var createdUnsettled: [SessionID] = []
     /// Every session created over each session, presented or dismissed (a sheet itself names
     /// only its parent and the child covering it now), for cascading delete and chain expiry.
     /// Only sessions with children are here.

@@ -135,8 +135,6 @@ struct InPlaceChangeTests {
         try writeLock.unlock()
         #expect(await eventually { settlement.count == 1 })
         #expect(settlement.reported == [true])
-        // Settled before it is answered: nothing of it is left for a later turn to clear.
-        #expect(await store.shard(for: session.id).inFlight[session.id] == nil)
         #expect(try await Self.seqs(store, session.id) == [1])
         try await store.close()
 
@@ -144,6 +142,28 @@ struct InPlaceChangeTests {
         defer { again.close() }
         let restored = try #require(try again.load().sessions.first { $0.id == session.id })
         #expect(restored.sheet == session.sheet)
+    }
+
+    @Test("sessions created in place and left alone keep no commit behind: each shard's next create drops the done ones")
+    func createsLeaveNothingBehind() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try Self.store(in: directory, clock: Timekeeping.ManualClock())
+        var made: [SessionID] = []
+        for _ in 0..<64 {
+            let create = try await Self.inPlace { store.createInPlace(try! seedConfiguration(), for: .default) }
+            let settlement = Settlement()
+            settlement.follow(create)
+            #expect(await eventually { settlement.count == 1 })
+            made.append(try create.result.get().id)
+        }
+        // Every create was answered before the next was made, so each shard keeps at most the
+        // entry of its newest create: the earlier ones were dropped by the creates after them.
+        var kept = 0
+        for id in made { if await store.shard(for: id).inFlight[id] != nil { kept += 1 } }
+        #expect(kept <= 4, "entries of settled creates stayed: \(kept) of \(made.count)")   // the store has 4 shards
+        for id in made { #expect(try await Self.seqs(store, id) == [1]) }
+        try await store.close()
     }
 
     @Test("a refusal or a read in place shows the session as it stands, so it waits for the commit of what it shows")
