@@ -19,6 +19,7 @@ final class SQLiteDatabase {
 
     /// Opens `path` with `SQLITE_OPEN_*` `flags`; extended result codes so errors say exactly what failed.
     init(path: String, flags: Int32) throws(SQLiteError) {
+        _ = Self.memoryStatisticsOff
         var db: OpaquePointer?
         let status = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK, let db else {
@@ -32,6 +33,11 @@ final class SQLiteDatabase {
     }
 
     deinit { sqlite3_close_v2(handle) }
+
+    /// Memory statistics off before the first connection opens (a global initialised once):
+    /// nothing reads them, and they cost a mutex per allocation. Ignored if something in the
+    /// process initialised SQLite already.
+    private static let memoryStatisticsOff: Int32 = sheetd_sqlite_disable_memory_statistics()
 
     func error(_ status: Int32) -> SQLiteError {
         SQLiteError(code: status, message: String(cString: sqlite3_errmsg(handle)))

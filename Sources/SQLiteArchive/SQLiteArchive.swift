@@ -120,6 +120,9 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
     /// Configurations as stored, by configuration: most sessions share a few, so each is written
     /// once.
     private var configurationTexts: [SheetConfiguration: String] = [:]
+    /// The configuration stored last and its text: runs of creates mostly share one, and
+    /// comparing it costs a fraction of hashing it for the dictionary.
+    private var lastConfigurationText: (configuration: SheetConfiguration, text: String)?
     private static let configurationTextLimit = 4096
     var lastVacuum = ContinuousClock.now
     /// Each live session's newest seq, by ordinal (how the log names a session; changes carry
@@ -441,9 +444,15 @@ public final class SQLiteArchive: SessionArchive, @unchecked Sendable {
 
     /// The JSON a session row stores for `configuration`, encoded once per distinct configuration.
     private func configurationText(_ configuration: SheetConfiguration) -> String {
-        if let text = configurationTexts[configuration] { return text }
-        let text = Rendering.configurationText(configuration)
-        if configurationTexts.count < Self.configurationTextLimit { configurationTexts[configuration] = text }
+        if let last = lastConfigurationText, last.configuration == configuration { return last.text }
+        let text: String
+        if let known = configurationTexts[configuration] {
+            text = known
+        } else {
+            text = Rendering.configurationText(configuration)
+            if configurationTexts.count < Self.configurationTextLimit { configurationTexts[configuration] = text }
+        }
+        lastConfigurationText = (configuration, text)
         return text
     }
 

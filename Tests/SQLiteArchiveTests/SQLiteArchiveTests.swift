@@ -253,6 +253,16 @@ struct SQLiteArchiveTests {
         archive.close()
     }
 
+    @Test("SQLite keeps no memory statistics: they would cost a process-wide mutex per allocation")
+    func memoryStatisticsAreOff() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let archive = try await archiveWithOneSession(in: directory)
+        defer { archive.close() }
+        // With statistics on, SQLite counts the bytes its open connection holds.
+        #expect(sqlite3_memory_used() == 0)
+    }
+
     @Test func somethingElseIsRefusedAndLeftAlone() throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
