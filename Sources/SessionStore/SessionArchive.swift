@@ -192,7 +192,14 @@ public final class ArchiveCommit: Sendable {
     private struct State {
         var failure: ArchiveError?
         var waiters: [UnsafeContinuation<ArchiveError?, Never>] = []
-        var followers: [@Sendable (_ committed: Bool) -> Void] = []
+        var followers: [Follower] = []
+    }
+
+    /// A `whenDone` callback. Wrapped in a struct: an array of bare closures holds them at the
+    /// most general calling convention, so each one added was boxed in a reabstraction thunk,
+    /// allocated on the request's thread and freed on the writer's.
+    private struct Follower {
+        let body: @Sendable (_ committed: Bool) -> Void
     }
 
     private let state: LockedValue<State>
@@ -256,7 +263,7 @@ public final class ArchiveCommit: Sendable {
             case .committed?: return true
             case .failed?: return false
             case .pending?, nil:
-                state.followers.append(body)
+                state.followers.append(Follower(body: body))
                 return nil
             }
         }
@@ -285,7 +292,7 @@ public final class ArchiveCommit: Sendable {
             return (state.waiters, state.followers)
         }
         for waiter in waiters { waiter.resume(returning: failure) }
-        for follower in followers { follower(result == .committed) }
+        for follower in followers { follower.body(result == .committed) }
     }
 }
 
