@@ -116,21 +116,20 @@ extension SessionShard {
 
     /// Settles an entry of `inFlight` that outlived its commit: publishes the session's events up
     /// to `version` (what that commit holds: the session's version before any change of this
-    /// turn) and drops the entry. Nothing when the session's newest commit is not done.
-    func catchUp(_ id: SessionID, through version: UInt64) {
-        guard !inFlight.isEmpty, let index = inFlight.index(forKey: id) else { return }
+    /// turn; nil, at the start of a turn before anything changes: its version now) and drops the
+    /// entry. Returns true, with nothing done, when the session's newest commit is not done.
+    @discardableResult
+    func catchUp(_ id: SessionID, through version: UInt64? = nil) -> Bool {
+        guard !inFlight.isEmpty, let index = inFlight.index(forKey: id) else { return false }
         let flight = inFlight.values[index]
-        guard flight.commit.isCommitted else { return }
+        guard flight.commit.isCommitted else { return true }
         inFlight.remove(at: index)
-        if version > flight.durableVersion, hasEventReaders(id), let entry = sessions[id] {
-            publish(of: id, sheet: entry.sheet, after: flight.durableVersion, through: version)
+        guard hasEventReaders(id), let entry = sessions[id] else { return false }
+        let through = version ?? entry.sheet.version
+        if through > flight.durableVersion {
+            publish(of: id, sheet: entry.sheet, after: flight.durableVersion, through: through)
         }
-    }
-
-    /// `catchUp` at the start of a turn, before anything changes: through the session's version.
-    func catchUp(_ id: SessionID) {
-        guard !inFlight.isEmpty, let flight = inFlight[id], flight.commit.isCommitted else { return }
-        catchUp(id, through: sessions[id]?.sheet.version ?? flight.durableVersion)
+        return false
     }
 
     /// Whether anyone takes session `id`'s events as they are published (long-polls, streams).

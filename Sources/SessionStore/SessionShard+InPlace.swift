@@ -96,11 +96,7 @@ extension SessionShard {
         guard !createdUnsettled.isEmpty else { return }
         var settled = 0
         for id in createdUnsettled {
-            if let index = inFlight.index(forKey: id) {
-                guard inFlight.values[index].commit.isCommitted else { break }
-                // With nobody reading its events there is nothing to publish: the entry just goes.
-                if hasEventReaders(id) { catchUp(id) } else { inFlight.remove(at: index) }
-            }
+            if catchUp(id) { break }   // not done, nor are the commits of the creates after it
             settled += 1
         }
         createdUnsettled.removeFirst(settled)
