@@ -263,6 +263,7 @@ extension ServerCore {
             context.resolve(shutdownAnswer(context.head), core: self)
             return MHD_Result.YES
         }
+        context.isRegistered = true
         return MHD_Result.YES
     }
 
@@ -281,6 +282,7 @@ extension ServerCore {
         requestsInProgress.subtract(1, ordering: .releasing)
         countersWentDown()
         context.cancel()
+        if context.isRegistered { registry.remove(context) }
         let now = sheetd_monotonic_ns()
         if let connectionState = context.connectionState {
             connectionState.markReceiving(now: clockNanoseconds())

@@ -95,6 +95,9 @@ public final class HTTPServer: Sendable {
     /// Shutdown's waits parked until a counter changes (tests: shutdown is waiting out its grace).
     var parkedShutdownWaits: Int { core.counterWaits.parkedCount }
 
+    /// Suspended requests in the registry, answered or not (tests: a completed request is out).
+    var registeredRequests: Int { core.registry.requestCount }
+
     /// Connections the accept loop handed to libmicrohttpd and not yet closed (tests).
     var admittedConnections: Int { core.acceptor.admittedConnections }
 

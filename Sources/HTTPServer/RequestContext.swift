@@ -25,6 +25,8 @@ import Darwin
 ///   touched after that only by whoever wins `resolution` (which lets go of it), so a
 ///   `DeferredAnswer` kept somewhere does not keep the server alive through the request.
 /// - `delivery`, `inlineThread`: atomics (see `Delivery` and `enqueue`).
+/// - `registrySlot`: the `SuspensionRegistry`'s, under its lock; `isRegistered` is the
+///   connection thread's.
 ///
 /// It is also the responder task's executor preference: while the access handler runs the task
 /// (`runInline`), every job of that task enqueued on the handler's own thread runs right there,
@@ -74,6 +76,11 @@ final class RequestContext: AnswerReceiver, TaskExecutor, @unchecked Sendable {
     var connectionState: ConnectionState?
     /// When a suspended request gets `deadlineExceeded` (set before it is published).
     var deadline: ContinuousClock.Instant?
+    /// Its index in the `SuspensionRegistry`, -1 when not in it: read and written only under
+    /// the registry's lock.
+    var registrySlot = -1
+    /// The registry took it (`suspendAndRespond`): it must be taken out when it completes.
+    var isRegistered = false
 
     private let resolution = Atomic<UInt8>(Resolution.waiting.rawValue)
     private var answer: HTTPResponse?
