@@ -38,6 +38,9 @@ public struct PendingCommit: Sendable {
     /// nobody reads events of (the shard's next turn on them settles it: `SessionShard.catchUp`).
     let publication: Publication?
 
+    /// True when the commit has failed already: the change will never be stored.
+    public var hasFailed: Bool { commit.hasFailed }
+
     /// Calls `body` once the commit is done and the events are published, with true; with false
     /// when the commit failed (the archive is closed: the change is never stored, so it must not
     /// be acknowledged). `body` runs on the thread that completes the commit (the archive's

@@ -232,6 +232,10 @@ public final class ArchiveCommit: Sendable {
 
     public var isCommitted: Bool { outcome.load(ordering: .acquiring) == Outcome.committed.rawValue }
 
+    /// True once the commit has failed. An archive fails a commit when it takes the changes (it
+    /// has closed), never later: `SQLiteArchive` stores what it took before it closes.
+    public var hasFailed: Bool { outcome.load(ordering: .acquiring) == Outcome.failed.rawValue }
+
     /// Returns once the commit is complete; throws if it failed. Unsafe continuations: each is
     /// resumed exactly once, by `complete`/`fail` or right here when the outcome was known
     /// before it could be parked.

@@ -76,20 +76,19 @@ extension SheetService {
         switch result {
         case .success(let snapshot):
             let answer = withCORSIfAsked(created(snapshot, requestID: requestID), for: head)
-            // Counted once it is stored, as `createSession` counts it.
+            // Counted when made, as an action applied in place counts its events: then the
+            // closure below captures only `later` and needs no allocation of its own (one made
+            // here would be freed on the archive's writer, which slows glibc's malloc on both
+            // threads). A commit that fails fails at once (the archive had closed) and counts
+            // nothing.
             guard let pending else {
                 observer.metrics.recordCreated(snapshot.sheet)
                 return .answered(answer)
             }
+            if !pending.hasFailed { observer.metrics.recordCreated(snapshot.sheet) }
             later.hold(answer)
-            let metrics = observer.metrics
             pending.whenSettled { committed in
-                guard committed else {
-                    later.giveUnavailable()
-                    return
-                }
-                metrics.recordCreated(snapshot.sheet)
-                later.giveHeld()
+                if committed { later.giveHeld() } else { later.giveUnavailable() }
             }
             return .deferred
         case .failure(let error):

@@ -213,7 +213,7 @@ struct InPlaceTests {
         try await store.close()
     }
 
-    @Test("with a durable store a create is made in place and answered once committed, and counted then")
+    @Test("with a durable store a create is made in place and answered once committed; one made after the store closed is answered 503 and not counted")
     func durableCreateIsDeferred() async throws {
         let (service, store, later, given, directory) = try Self.durable()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -234,8 +234,22 @@ struct InPlaceTests {
             return
         }
         let metrics = String(decoding: exposition, as: UTF8.self)
-        #expect(metrics.contains(#"sheetd_events_total{type="presented"} 1"#), "the create counted once committed")
+        #expect(metrics.contains(#"sheetd_events_total{type="presented"} 1"#), "the create counted")
         try await store.close()
+
+        // The archive refuses it at once, so it is never stored: never acknowledged, never counted.
+        let lateGiven = LockedValue<[HTTPResponse]>([])
+        let lateLater = DeferredAnswer { response in
+            lateGiven.withLock { $0.append(response) }
+            return true
+        }
+        let late = await Self.answerInPlace(service, create, later: lateLater, given: lateGiven)
+        #expect(late?.status == 503)
+        guard case .bytes(let after) = await service.respond(to: Self.request(.get, "/metrics")).body else {
+            Issue.record("no metrics")
+            return
+        }
+        #expect(String(decoding: after, as: UTF8.self).contains(#"sheetd_events_total{type="presented"} 1"#), "the refused create not counted")
 
         let again = try SQLiteArchive.open(directory: directory)
         defer { again.close() }
