@@ -9,10 +9,10 @@ import Locking
 /// A request is added when its connection is suspended and removed when it completes, by the
 /// connection's own thread, in O(1) (each request knows its slot): so the registry never holds
 /// the last reference to a finished request, and a request is freed on the thread that made it.
-/// Dropped lazily instead, by whichever thread next grew the list or swept it, a third of them
-/// were freed on another thread, and memory made on one thread and freed on another sends
-/// glibc's malloc to its slow paths on both. Two mutex acquisitions per suspended request.
-/// Streams are removed lazily.
+/// Dropped lazily instead, by whichever thread next grew the list or swept it, nearly all were
+/// freed on another thread, and memory made on one thread and freed on another sends glibc's
+/// malloc to its slow paths on both. Two mutex acquisitions per suspended request. Streams are
+/// removed lazily.
 final class SuspensionRegistry: Sendable {
     private struct State: Sendable {
         var isClosed = false
