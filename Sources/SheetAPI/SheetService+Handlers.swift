@@ -76,21 +76,15 @@ extension SheetService {
         switch result {
         case .success(let snapshot):
             let answer = withCORSIfAsked(created(snapshot, requestID: requestID), for: head)
-            // Counted when made, as an action applied in place counts its events: then the
-            // closure below captures only `later` and needs no allocation of its own (one made
-            // here would be freed on the archive's writer, which slows glibc's malloc on both
-            // threads). A commit that fails fails at once (the archive had closed) and counts
-            // nothing.
+            // Counted when made, as an action applied in place counts its events, so that the
+            // answer's callback captures nothing but `later` (`giveOnceSettled`). A commit that
+            // fails fails at once (the archive had closed) and counts nothing.
             guard let pending else {
                 observer.metrics.recordCreated(snapshot.sheet)
                 return .answered(answer)
             }
             if !pending.hasFailed { observer.metrics.recordCreated(snapshot.sheet) }
-            later.hold(answer)
-            pending.whenSettled { committed in
-                if committed { later.giveHeld() } else { later.giveUnavailable() }
-            }
-            return .deferred
+            return giveOnceSettled(answer, pending, later)
         case .failure(let error):
             return .answered(withCORSIfAsked(errorResponse(APIError(error), requestID: requestID), for: head))
         }
@@ -147,11 +141,7 @@ extension SheetService {
         guard let read = store.readInPlace(id, of: tenant) else { return .declined }
         let answer = sessionAnswer(read.result, head: request.head)
         guard let pending = read.pending else { return .answered(answer) }
-        later.hold(answer)
-        pending.whenSettled { committed in
-            if committed { later.giveHeld() } else { later.giveUnavailable() }
-        }
-        return .deferred
+        return giveOnceSettled(answer, pending, later)
     }
 
     /// A session's GET answer, or the error of a read that found none, with its CORS headers.

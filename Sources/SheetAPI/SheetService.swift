@@ -117,9 +117,16 @@ public final class SheetService: HTTPResponder {
         }
         let answer = withCORSIfAsked(response, for: head)
         guard let pending else { return .answered(answer) }
-        // Only `later` is captured: the answer waits in the request, and the closure needs no
-        // allocation of its own. A commit that failed (the store is closing) answers the 503
-        // that `rejection(.serviceUnavailable)` renders, as the task path's error does.
+        return giveOnceSettled(answer, pending, later)
+    }
+
+    /// An answer made in place, given through `later` once what it waits for is done: the
+    /// in-place answers of drags, reads and creates all wait this way. Only `later` is captured:
+    /// the answer waits in the request, and the closure needs no allocation of its own (one made
+    /// on the request thread would be freed on the thread that completes the commit). A commit
+    /// that failed (the store is closing) answers the 503 that `rejection(.serviceUnavailable)`
+    /// renders, as the task path's error does.
+    func giveOnceSettled(_ answer: HTTPResponse, _ pending: PendingCommit, _ later: DeferredAnswer) -> InPlaceAnswer {
         later.hold(answer)
         pending.whenSettled { committed in
             if committed { later.giveHeld() } else { later.giveUnavailable() }
