@@ -66,6 +66,7 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
         core.openConnections.add(1, ordering: .releasing)
     } else {
         core.openConnections.subtract(1, ordering: .relaxed)
+        core.countersWentDown()
         core.acceptor.connectionClosed()
         if let raw = socketContext.pointee {
             socketContext.pointee = nil

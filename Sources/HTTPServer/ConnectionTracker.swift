@@ -71,6 +71,8 @@ final class ConnectionTracker: Sendable {
     }
 
     private let state = LockedValue(State())
+    /// Set by `shutAll`: a connection that opens from then on is shut as it opens.
+    private let shuttingAll = Atomic<Bool>(false)
     let timeoutNanoseconds: Int64
 
     init(timeout: Duration) {
@@ -80,6 +82,22 @@ final class ConnectionTracker: Sendable {
 
     func opened(_ connection: ConnectionState) {
         state.withLock { s in s.connections.append(connection) }
+        // After the append: `shutAll` either finds it in the list or has set the flag first.
+        if shuttingAll.load(ordering: .sequentiallyConsistent) { shut(connection) }
+    }
+
+    /// Shuts down the socket of every open connection, and of each one opened later: libmicrohttpd
+    /// reads the end of each, finishes what it was doing with it and closes it itself.
+    func shutAll() {
+        shuttingAll.store(true, ordering: .sequentiallyConsistent)
+        for connection in state.withLock({ s in s.connections.elements }) { shut(connection) }
+    }
+
+    /// Shuts `connection`'s socket unless it closed (its descriptor may be another's by then).
+    private func shut(_ connection: ConnectionState) {
+        connection.closed.withLock { closed in
+            if !closed { _ = sheetd_shutdown_socket(connection.fd) }
+        }
     }
 
     func closed(_ connection: ConnectionState) {

@@ -117,8 +117,9 @@ public final class HTTPServer: Sendable {
     /// Graceful stop: stop accepting at once (end the accept loop and close the listening
     /// socket: a new connection is refused); end every open HTTPStream; let requests in flight
     /// finish for up to `grace`; answer 503 to any still waiting for their responder and resume
-    /// every suspended connection; give those answers a moment to go out; then MHD_stop_daemon
-    /// on a plain thread. New requests arriving on open connections meanwhile get 503 with
+    /// every suspended connection; give those answers a moment to go out; shut every
+    /// connection's socket and wait for libmicrohttpd to close each; then MHD_stop_daemon on a
+    /// plain thread. New requests arriving on open connections meanwhile get 503 with
     /// `Connection: close`. Idempotent: later calls wait for the first one to finish. Every step
     /// waits for what it needs (the counters coming down), bounded by its deadline.
     ///
@@ -308,7 +309,18 @@ public final class HTTPServer: Sendable {
         _ = await core.counterWaits.wait(until: { core.requestsInProgress.load(ordering: .acquiring) <= 0 },
                                          deadline: clock.now + .milliseconds(250))
 
-        // 7. Stop the daemon from a plain thread (it joins libmicrohttpd's threads).
+        // 7. Close every connection, and let libmicrohttpd finish with each, before it stops:
+        //    once MHD_stop_daemon has begun, a head libmicrohttpd 0.9.75 refuses by itself
+        //    (`transmit_error_response`) is sent from a response it never queued, and the process
+        //    crashes. A shut socket reads as the client's end: the connection closes by itself.
+        core.connections.shutAll()
+        let closed = await core.counterWaits.wait(until: { core.openConnections.load(ordering: .acquiring) <= 0 },
+                                                  deadline: clock.now + .seconds(2))
+        if !closed {
+            core.errorLog("shutdown: \(core.openConnections.load(ordering: .relaxed)) connection(s) still open 2 s after their sockets were shut; stopping the daemon with them")
+        }
+
+        // 8. Stop the daemon from a plain thread (it joins libmicrohttpd's threads).
         let daemon = running.daemon
         await runOnPlainThread { MHD_stop_daemon(daemon.pointer) }
         core.watcher.stop()

@@ -185,6 +185,42 @@ struct StreamAndShutdownTests {
         }
     }
 
+    /// libmicrohttpd 0.9.75 refuses some heads by itself (`transmit_error_response`), and once
+    /// `MHD_stop_daemon` has begun, its `MHD_queue_response` there returns success without
+    /// queueing anything and the head is then built from no response: the process crashes. So
+    /// shutdown closes every connection, and waits for libmicrohttpd to finish with each, before
+    /// it stops the daemon. Here the server's thread is held inside the refusal (the exchange
+    /// record of a Content-Length it cannot parse) until shutdown is seen waiting.
+    @Test("shutdown waits for a connection libmicrohttpd is still refusing before it stops the daemon")
+    func shutdownWaitsForARefusalInProgress() async throws {
+        let probe = Probe()
+        let server = makeTestServer(probe: probe)
+        let port = try server.start()
+        // An idle keep-alive connection beside it: shutdown closes that one too.
+        let idleServed = Counter()
+        async let idleEnd = onThread { () -> [UInt8]? in
+            let idle = try RawHTTPClient(port: port, receiveTimeout: 30)
+            _ = try idle.roundTrip("GET", "/echo")
+            idleServed.increment()
+            return idle.readToEnd()
+        }
+        #expect(await Probe().wait(for: .seconds(20)) { _ in idleServed.value == 1 })
+        let status = try await onThread { () -> Int in
+            let client = try RawHTTPClient(port: port, receiveTimeout: 10)
+            try client.send("POST /held-record HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n")
+            return try client.readResponse().status
+        }
+        #expect(status == 400)
+        #expect(await probe.wait(for: .seconds(20)) { $0.records.contains { $0.head.path == "/held-record" } })
+        let stopping = Task { await server.shutdown(grace: .seconds(1)) }
+        #expect(await Probe().wait(for: .seconds(20)) { _ in server.parkedShutdownWaits == 1 },
+                "shutdown went on to stop the daemon while a connection was still being refused")
+        probe.recordGate.signal()
+        #expect(await stopping.value)
+        #expect(server.openConnections == 0)
+        #expect(try await idleEnd == [], "the idle connection was closed, not reset")
+    }
+
     @Test("shutdown answers 503 to requests still suspended after the grace")
     func shutdownPastGrace() async throws {
         let clock = ManualClock()

@@ -23,6 +23,10 @@ final class Probe: Sendable {
         var heldAnswers: [String: DeferredAnswer] = [:]
     }
 
+    /// Holds `completed` for an exchange on `/held-record` until signalled (or 10 s, which only
+    /// ends a failure): the libmicrohttpd thread that reports it stays inside the callback.
+    let recordGate = DispatchSemaphore(value: 0)
+
     let state = LockedValue(State())
 
     var streamsClosed: [String] { state.withLock { $0.streamsClosed } }
@@ -50,6 +54,7 @@ final class Probe: Sendable {
 ///   `respondInPlace(to:later:)` returns.
 /// - `/deferred?ms=N`: taken on in place and answered from a Dispatch thread, after N ms.
 /// - `/deferred-held?id=ID`: taken on in place and never answered by the server (`Probe.heldAnswer`).
+/// - `/held-record`: its exchange record is reported, then `completed` waits for `Probe.recordGate`.
 struct TestResponder: HTTPResponder {
     let probe: Probe
 
@@ -161,6 +166,7 @@ struct TestResponder: HTTPResponder {
 
     func completed(_ record: HTTPExchangeRecord) {
         probe.state.withLock { $0.records.append(record) }
+        if record.head.path == "/held-record" { _ = probe.recordGate.wait(timeout: .now() + .seconds(10)) }
     }
 }
 
