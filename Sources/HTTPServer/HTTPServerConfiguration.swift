@@ -43,6 +43,10 @@ public struct HTTPServerConfiguration: Sendable {
     /// or reset under a request or an answer; see `LibraryLogLine`): not faults of the server.
     /// Default (nil): nowhere.
     public var departureLog: (@Sendable (String) -> Void)?
+    /// Where the server's notices go: what an operator may want to know that is no fault (a
+    /// shutdown that stopped the daemon with connections still open). Default (nil): one line
+    /// each on standard error.
+    public var noticeLog: (@Sendable (String) -> Void)?
     /// listen(2) backlog (added to the contract).
     public var listenBacklog: Int = 1024
     /// HTTPS through libmicrohttpd's own TLS (GnuTLS) when set; plain HTTP when nil.

@@ -14,6 +14,7 @@ final class ServerCore: Sendable {
     let acceptor: ConnectionAcceptor
     let errorLog: @Sendable (String) -> Void
     let departureLog: @Sendable (String) -> Void
+    let noticeLog: @Sendable (String) -> Void
 
     /// TCP connections open now (NOTIFY_CONNECTION).
     let openConnections = Atomic<Int>(0)
@@ -58,8 +59,10 @@ final class ServerCore: Sendable {
             maxHeaderCount: max(0, configuration.maxHeaderCount),
             maxDiscardedBytes: max(1 << 20, configuration.maxBodySize)
         )
-        self.errorLog = configuration.errorLog ?? { writeToStandardError("HTTPServer: \($0)") }
+        let toStandardError: @Sendable (String) -> Void = { writeToStandardError("HTTPServer: \($0)") }
+        self.errorLog = configuration.errorLog ?? toStandardError
         self.departureLog = configuration.departureLog ?? { _ in }
+        self.noticeLog = configuration.noticeLog ?? toStandardError
         self.connections = ConnectionTracker(timeout: configuration.connectionTimeout)
         let (lingerSeconds, lingerAttoseconds) = configuration.lingerTime.components
         self.watcher = SocketWatcher(limits: SocketWatcher.Limits(

@@ -87,6 +87,7 @@ enum Service {
         httpConfiguration.maxConnectionsPerClient = options.maxConnectionsPerClient
         httpConfiguration.errorLog = { observer.serverError($0) }
         httpConfiguration.departureLog = { observer.debug($0) }
+        httpConfiguration.noticeLog = { observer.info($0) }
         httpConfiguration.tls = tlsCredentials(options)
         let server = HTTPServer(configuration: httpConfiguration, responder: service)
         observer.readServerFigures {
