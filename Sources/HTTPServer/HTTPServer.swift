@@ -317,8 +317,8 @@ public final class HTTPServer: Sendable {
         let closed = await core.counterWaits.wait(until: { core.openConnections.load(ordering: .acquiring) <= 0 },
                                                   deadline: clock.now + .seconds(2))
         if !closed {
-            // Not a fault: a connection libmicrohttpd is not processing is closed by
-            // MHD_stop_daemon without being read, as every connection was before this step.
+            // Not a fault of the server: MHD_stop_daemon closes what is left, as it closed every
+            // open connection before this step existed. Why one stays open is not known.
             core.noticeLog("shutdown: \(core.openConnections.load(ordering: .relaxed)) connection(s) still open 2 s after their sockets were shut; stopping the daemon with them")
         }
 
