@@ -289,8 +289,11 @@ extension ServerCore {
             connectionState.markReceiving(now: clockNanoseconds())
         }
         var bytesOut = context.bytesOut
+        var normally = normally
         if let stream = context.stream {
             bytesOut = stream.bytesSent
+            // A stream whose client left is ended like a finished one (`HTTPStream.read`).
+            if stream.clientLeft { normally = false }
         }
         responder.completed(HTTPExchangeRecord(
             head: context.head,

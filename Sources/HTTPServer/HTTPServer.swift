@@ -318,7 +318,8 @@ public final class HTTPServer: Sendable {
                                                   deadline: clock.now + .seconds(2))
         if !closed {
             // Not a fault of the server: MHD_stop_daemon closes what is left, as it closed every
-            // open connection before this step existed. Why one stays open is not known.
+            // open connection before this step existed. (A connection libmicrohttpd closed but
+            // never cleaned up would stay: see `HTTPStream.read` for the one case known.)
             core.noticeLog("shutdown: \(core.openConnections.load(ordering: .relaxed)) connection(s) still open 2 s after their sockets were shut; stopping the daemon with them")
         }
 

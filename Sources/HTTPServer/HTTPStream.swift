@@ -39,8 +39,8 @@ public final class HTTPStream: Sendable {
         var suspended = false
         var onClose: (@Sendable () -> Void)?
         var bytesSent = 0
-        /// The client closed its end (`SocketWatcher`): the next read ends the response with an
-        /// error, which makes libmicrohttpd close the connection.
+        /// The client closed its end (`SocketWatcher`): the next read ends the response (see
+        /// `read`), and the exchange is recorded as not completed normally (`clientLeft`).
         var peerGone = false
     }
 
@@ -117,6 +117,9 @@ public final class HTTPStream: Sendable {
     /// Body bytes handed to libmicrohttpd so far.
     var bytesSent: Int { state.withLock { s in s.bytesSent } }
 
+    /// Whether the stream ended because its client closed its end.
+    var clientLeft: Bool { state.withLock { s in s.peerGone } }
+
     /// Whether the response is over (for the registry; `isClosed` also counts `finish()`).
     var isDetached: Bool { state.withLock { s in s.closed } }
 
@@ -149,7 +152,15 @@ public final class HTTPStream: Sendable {
     /// The content-reader callback, on the connection's thread.
     func read(into buffer: UnsafeMutablePointer<CChar>, max: Int) -> Int {
         state.withLock { s -> Int in
-            if s.closed || s.peerGone { return sheetd_reader_end_with_error }
+            if s.closed { return sheetd_reader_end_with_error }
+            // The client left: end the body as if finished, not with END_WITH_ERROR. On that error
+            // libmicrohttpd 0.9.75 marks the connection closed but does not clean it up, and one
+            // just resumed is in no epoll set: its socket and slot stay taken until a turn of its
+            // worker's loop finds it the oldest of that worker's connections (an idle keep-alive
+            // client older than it holds it there). Ended normally, the last chunk goes to the
+            // closed socket and the connection closes by the usual path (the send fails, or the
+            // next read finds the client's end).
+            if s.peerGone { return sheetd_reader_end_of_stream }
             var written = 0
             while written < max && s.head < s.queue.count {
                 let chunkCount = s.queue[s.head].count

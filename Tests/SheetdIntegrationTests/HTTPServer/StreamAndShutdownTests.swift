@@ -57,6 +57,31 @@ struct StreamAndShutdownTests {
         }
     }
 
+    /// The stream waits (suspended) when its client leaves; another client, idle on a keep-alive
+    /// connection opened before it, is the oldest connection the server has. The stream's
+    /// connection must close at once: nothing else happens on the server that could free it
+    /// later. The exchange is recorded as not completed normally. The bound only ends a failure.
+    @Test("a waiting stream whose client leaves frees its connection, though an idle client is older")
+    func waitingStreamClientGoneFreesItsConnection() async throws {
+        try await withServer { server, port, probe in
+            let clients = try await onThread {
+                let idle = try RawHTTPClient(port: port)
+                guard try idle.roundTrip("GET", "/echo").status == 200 else { throw ClientError("echo failed") }
+                let client = try RawHTTPClient(port: port)
+                try client.send(RawHTTPClient.request("GET", "/idle-stream?id=left"))
+                guard try client.readHead() != nil, try client.readChunk() != nil else { throw ClientError("no stream") }
+                client.abort()   // its end only (FIN): the socket stays open until the test ends
+                return [ClientBox(idle), ClientBox(client)]
+            }
+            #expect(await probe.wait(for: .seconds(20)) { $0.streamsClosed.contains("left") })
+            let freed = await probe.wait(for: .seconds(20)) { _ in server.openConnections == 1 }
+            let open = server.openConnections
+            #expect(freed, "\(open) connections open; only the idle client's should be")
+            #expect(await probe.wait { $0.records.contains { $0.head.path == "/idle-stream" && !$0.completedNormally } })
+            withExtendedLifetime(clients) {}
+        }
+    }
+
     @Test("HTTPStream alone: writes queue, finish closes, onClose runs once")
     func streamUnit() {
         let stream = HTTPStream()

@@ -292,6 +292,31 @@ struct EventsTests {
         }
     }
 
+    /// Presenters that leave while their streams wait, with another client idle on a keep-alive
+    /// connection opened before them: each stream's connection closes at once. (Nothing on the
+    /// server would free them later but that idle client's timeout, an hour here.) The 60 s bound
+    /// only ends a failure.
+    @Test func presentersThatLeaveFreeTheirConnectionsThoughAnIdleClientIsOlder() async throws {
+        try await offPool {
+            let server = try SheetdProcess(["--idle-timeout", "1h", "--stream-keepalive", "1h"])
+            let idle = try server.client()
+            let id = try Self.create(idle)   // then idle: the oldest open connection
+            let metrics = try server.client()
+            func openConnections() throws -> Double {
+                try SheetStoriesTests.metrics(metrics)["sheetd_open_connections"] ?? -1
+            }
+            for _ in 0..<20 {
+                // The session's first event, then the stream waits; closed (FIN) at the loop's end.
+                let stream = try Self.openStream(server, id, query: "?after=0")
+                #expect(try stream.next(1).count == 1)
+            }
+            _ = try eventuallyBlocking(within: .seconds(60), every: .milliseconds(20)) { try openConnections() <= 2 }
+            #expect(try openConnections() == 2, "only the idle client and the metrics client are left")
+            withExtendedLifetime(idle) {}
+            #expect(server.stop() == 0)
+        }
+    }
+
     @Test func resumePointErrors() async throws {
         try await offPool {
             let server = try SheetdProcess()

@@ -128,8 +128,8 @@ struct ObservabilityTests {
             func suspensions() throws -> Double { try SheetStoriesTests.metrics(client)["sheetd_request_suspensions_total"] ?? -1 }
 
             _ = try EventsTests.openStream(server, id)   // closed (FIN) as it goes out of scope
-            let streamEnd = "Closing connection (application error generating response)."
-            #expect(logged { $0.contains(streamEnd) })
+            let streamLine = "GET /sessions/\(id)/events 200 "
+            #expect(logged { $0.split(separator: "\n").contains { $0.contains(streamLine) && $0.hasSuffix("(client gone)") } })
 
             let held = try suspensions()
             let longPoll = try RawHTTPClient(port: server.port)
