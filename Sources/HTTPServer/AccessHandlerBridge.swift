@@ -66,8 +66,9 @@ let notifyConnectionCallback: MHD_NotifyConnectionCallback = { cls, connection, 
         core.openConnections.add(1, ordering: .releasing)
     } else {
         core.openConnections.subtract(1, ordering: .relaxed)
-        core.countersWentDown()
         core.acceptor.connectionClosed()
+        // After both counts: shutdown waits on the acceptor's.
+        core.countersWentDown()
         if let raw = socketContext.pointee {
             socketContext.pointee = nil
             // Balances the passRetained at STARTED.

@@ -25,7 +25,8 @@ final class ConnectionAcceptor: Sendable {
     let maxConnections: Int
     /// Connections handed to libmicrohttpd and not yet closed. A connection libmicrohttpd drops
     /// between `MHD_add_connection` and NOTIFY_CONNECTION STARTED (no memory for its pool) keeps
-    /// its slot: only possible when malloc fails, and it errs towards refusing.
+    /// its slot: only possible when malloc fails, and it errs towards refusing (shutdown's last
+    /// wait, for the connections to close, then runs to its bound).
     private let admitted = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     /// Signalled by `stop()` and by a close that frees a slot at the limit.

@@ -313,14 +313,16 @@ public final class HTTPServer: Sendable {
         //    once MHD_stop_daemon has begun, a head libmicrohttpd 0.9.75 refuses by itself
         //    (`transmit_error_response`) is sent from a response it never queued, and the process
         //    crashes. A shut socket reads as the client's end: the connection closes by itself.
+        //    Counted from the hand-over to libmicrohttpd, not from NOTIFY_CONNECTION STARTED: one
+        //    that a busy thread starts only now is shut as it starts, and waited for too.
         core.connections.shutAll()
-        let closed = await core.counterWaits.wait(until: { core.openConnections.load(ordering: .acquiring) <= 0 },
+        let closed = await core.counterWaits.wait(until: { core.acceptor.admittedConnections <= 0 },
                                                   deadline: clock.now + .seconds(2))
         if !closed {
             // Not a fault of the server: MHD_stop_daemon closes what is left, as it closed every
             // open connection before this step existed. (A connection libmicrohttpd closed but
             // never cleaned up would stay: see `HTTPStream.read` for the one case known.)
-            core.noticeLog("shutdown: \(core.openConnections.load(ordering: .relaxed)) connection(s) still open 2 s after their sockets were shut; stopping the daemon with them")
+            core.noticeLog("shutdown: \(core.acceptor.admittedConnections) connection(s) still open 2 s after their sockets were shut; stopping the daemon with them")
         }
 
         // 8. Stop the daemon from a plain thread (it joins libmicrohttpd's threads).

@@ -246,6 +246,42 @@ struct StreamAndShutdownTests {
         #expect(try await idleEnd == [], "the idle connection was closed, not reset")
     }
 
+    /// The same crash cannot come one step later: a connection accepted and handed to
+    /// libmicrohttpd's only thread while that thread is busy is started after shutdown closed
+    /// the open ones. It is shut as it starts (`ConnectionTracker.opened`), and libmicrohttpd,
+    /// seeing the hang-up first, closes it without reading its head: it is never refused, so it
+    /// cannot be inside a refusal when the daemon stops. The thread is held inside the first
+    /// connection's refusal until the second one is handed over and shutdown is waiting.
+    @Test("a connection libmicrohttpd starts during shutdown is closed unread, never refused")
+    func connectionStartedDuringShutdownIsClosedUnread() async throws {
+        let probe = Probe()
+        let server = makeTestServer({ $0.threads = 1 }, probe: probe)
+        let port = try server.start()
+        func refused() -> Int { probe.records.filter { $0.head.path == "/held-record" }.count }
+        let refusal = "POST /held-record HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n"
+        let first = try await onThread { () -> ClientBox in
+            let client = try RawHTTPClient(port: port, receiveTimeout: 30)
+            try client.send(refusal)
+            return ClientBox(client)
+        }
+        #expect(await probe.wait(for: .seconds(20)) { _ in refused() == 1 })   // its thread is held now
+        let second = try await onThread { () -> ClientBox in
+            let client = try RawHTTPClient(port: port, receiveTimeout: 30)
+            try client.send(refusal)
+            return ClientBox(client)
+        }
+        #expect(await Probe().wait(for: .seconds(20)) { _ in server.admittedConnections == 2 && server.openConnections == 1 },
+                "the second connection is handed over, not started")
+        let stopping = Task { await server.shutdown(grace: .seconds(1)) }
+        #expect(await Probe().wait(for: .seconds(20)) { _ in server.parkedShutdownWaits == 1 })
+        probe.recordGate.signal()   // the first refusal ends; the thread goes on to the second connection
+        #expect(await stopping.value)
+        #expect(refused() == 1, "the second connection's head was read and refused")
+        let answer = try await onThread { second.client.readToEnd() }
+        #expect(answer == nil || answer == [], "the second connection was answered")
+        withExtendedLifetime(first) {}
+    }
+
     @Test("shutdown answers 503 to requests still suspended after the grace")
     func shutdownPastGrace() async throws {
         let clock = ManualClock()
