@@ -258,18 +258,17 @@ struct StreamAndShutdownTests {
         let server = makeTestServer({ $0.threads = 1 }, probe: probe)
         let port = try server.start()
         func refused() -> Int { probe.records.filter { $0.head.path == "/held-record" }.count }
-        let refusal = "POST /held-record HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n"
-        let first = try await onThread { () -> ClientBox in
-            let client = try RawHTTPClient(port: port, receiveTimeout: 30)
-            try client.send(refusal)
-            return ClientBox(client)
+        /// A connection whose head libmicrohttpd refuses by itself (a Content-Length it cannot parse).
+        func refusedClient() async throws -> ClientBox {
+            try await onThread {
+                let client = try RawHTTPClient(port: port, receiveTimeout: 30)
+                try client.send("POST /held-record HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n")
+                return ClientBox(client)
+            }
         }
+        let first = try await refusedClient()
         #expect(await probe.wait(for: .seconds(20)) { _ in refused() == 1 })   // its thread is held now
-        let second = try await onThread { () -> ClientBox in
-            let client = try RawHTTPClient(port: port, receiveTimeout: 30)
-            try client.send(refusal)
-            return ClientBox(client)
-        }
+        let second = try await refusedClient()
         #expect(await Probe().wait(for: .seconds(20)) { _ in server.admittedConnections == 2 && server.openConnections == 1 },
                 "the second connection is handed over, not started")
         let stopping = Task { await server.shutdown(grace: .seconds(1)) }
