@@ -94,11 +94,19 @@ enum Service {
             ServiceObserver.ServerFigures(openConnections: server.openConnections, requestSuspensions: server.requestSuspensions)
         }
 
+        guard DescriptorBudget.takeEventLoopDescriptors() else {
+            printError("the open-file limit (ulimit -n \(DescriptorBudget.limit)) leaves no room for the descriptors sheetd's timers need: raise it")
+            exit(1)
+        }
         let port: Int
         do {
             port = try server.start()
         } catch {
             printError("cannot listen on \(options.host):\(options.port): \(error.message)")
+            exit(1)
+        }
+        guard DescriptorBudget.hasRoomForAConnection else {
+            printError("the open-file limit (ulimit -n \(DescriptorBudget.limit)) leaves no descriptor for a connection: raise it")
             exit(1)
         }
         let shownHost = options.host.contains(":") ? "[\(options.host)]" : options.host

@@ -602,6 +602,42 @@ struct RobustnessTests {
         }
     }
 
+    /// Whatever the open-file limit, sheetd either refuses to start, saying why, or serves and
+    /// stops cleanly. libdispatch makes its event loop's descriptors at the first timer and
+    /// aborts the process when it cannot: that timer used to come just after "listening on",
+    /// and limits a few descriptors above what start-up takes killed sheetd (SIGILL) there.
+    @Test func everyOpenFileLimitEndsInAClearRefusalOrAServer() async throws {
+        try await offPool {
+            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SHEETD_") }
+            env["SWIFT_BACKTRACE"] = "enable=no"
+            var refused = 0
+            var served = 0
+            for limit in 8...28 {
+                let child = try ChildProcess("/usr/bin/prlimit", [
+                    "--nofile=\(limit):", "--", SheetdProcess.binary.path,
+                    "--memory", "--port", "0", "--threads", "1",
+                ], environment: env, standardError: .collect)
+                // 20 s only end a failure; a refusal closes standard error at once.
+                let pattern = #"listening on http://127\.0\.0\.1:(\d+)"#
+                let text = child.waitForStandardError(within: 20) { $0.range(of: pattern, options: .regularExpression) != nil }
+                if let range = text.range(of: pattern, options: .regularExpression),
+                   let port = Int(text[range].split(separator: ":").last ?? "") {
+                    let answer = try TestHTTPClient(port: port).request("GET", "/healthz")
+                    #expect(answer.status == 200, "ulimit -n \(limit)")
+                    #expect(child.stop() == 0, "ulimit -n \(limit): \(child.standardErrorText)")
+                    served += 1
+                } else {
+                    #expect(child.waitForExit(within: 20) == 1, "ulimit -n \(limit): \(child.standardErrorText)")
+                    let said = child.standardErrorText
+                    #expect(said.contains("ulimit -n \(limit)") || said.contains("Too many open files"),
+                            "ulimit -n \(limit): \(said)")
+                    refused += 1
+                }
+            }
+            #expect(refused > 0 && served > 0, "refused \(refused), served \(served)")
+        }
+    }
+
     @Test func tooManyHeaderFieldsGet431() async throws {
         try await offPool {
             let client = try Self.shared.get().client()
