@@ -218,15 +218,26 @@ public final class HTTPServer: Sendable {
         if sheetd_epoll_interposer_installed() == 0 {
             core.errorLog("epoll_wait is libc's, not CEpollInterposer's: a worker may stall for up to the connection timeout after a full batch of 128 events")
         }
-        guard let daemon = sheetd_start_daemon(&options) else {
+        func releaseAll() {
             close(fd)
             coreReference.release()
             logSink.deinitialize(count: 1)
             logSink.deallocate()
             tlsTexts.forEach { free($0) }
+        }
+        guard let daemon = sheetd_start_daemon(&options) else {
+            releaseAll()
             let tlsNote = config.tls == nil ? "" : ", TLS: is the certificate and key PEM, and do they belong together?"
             throw HTTPServerError(code: .startFailed,
                                   message: "libmicrohttpd did not start (threads \(config.threads), memory limit \(config.connectionMemoryLimit)\(tlsNote))")
+        }
+        // Every descriptor of the server is open now; the accept loop has not started, so the
+        // daemon has no connection and stops at once.
+        guard OpenFileLimit.hasRoom(for: config.descriptorsKeptFree + 1) else {
+            MHD_stop_daemon(daemon)
+            releaseAll()
+            throw HTTPServerError(code: .startFailed,
+                                  message: "the open-file limit (ulimit -n \(OpenFileLimit.current)) leaves no descriptor for a connection")
         }
 
         let core = self.core

@@ -23,6 +23,10 @@ public struct HTTPServerConfiguration: Sendable {
     /// grace. Tests put them on a `ManualClock`.
     public var clock: any ServiceClock = SystemClock()
     public var maxConnections: Int = 10_000
+    /// Descriptors the process will still open after `start()`, besides connections (sheetd:
+    /// libdispatch's timerfds). `start()` fails when the open-file limit leaves no descriptor for
+    /// a connection beside them.
+    public var descriptorsKeptFree: Int = 0
     public var maxConnectionsPerClient: Int = 2_000
     /// Per-connection memory pool; bounds the request head: libmicrohttpd itself answers
     /// 431 (headers) or 414 (request line) when the head does not fit. libmicrohttpd clears the

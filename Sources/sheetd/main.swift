@@ -84,6 +84,7 @@ enum Service {
         httpConfiguration.threads = options.threads
         httpConfiguration.connectionTimeout = options.idleTimeout
         httpConfiguration.maxConnections = options.maxConnections
+        httpConfiguration.descriptorsKeptFree = DescriptorBudget.timerDescriptors
         httpConfiguration.maxConnectionsPerClient = options.maxConnectionsPerClient
         httpConfiguration.errorLog = { observer.serverError($0) }
         httpConfiguration.departureLog = { observer.debug($0) }
@@ -95,7 +96,7 @@ enum Service {
         }
 
         guard DescriptorBudget.takeEventLoopDescriptors() else {
-            printError("the open-file limit (ulimit -n \(DescriptorBudget.limit)) leaves no room for the descriptors sheetd's timers need: raise it")
+            printError("the open-file limit (ulimit -n \(OpenFileLimit.current)) leaves no room for the descriptors sheetd's timers need: raise it")
             exit(1)
         }
         let port: Int
@@ -103,10 +104,6 @@ enum Service {
             port = try server.start()
         } catch {
             printError("cannot listen on \(options.host):\(options.port): \(error.message)")
-            exit(1)
-        }
-        guard DescriptorBudget.hasRoomForAConnection else {
-            printError("the open-file limit (ulimit -n \(DescriptorBudget.limit)) leaves no descriptor for a connection: raise it")
             exit(1)
         }
         let shownHost = options.host.contains(":") ? "[\(options.host)]" : options.host
