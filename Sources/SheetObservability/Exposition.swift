@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import HTTPServer
 import SessionStore
 import SheetCore
 import SheetJSON
@@ -163,8 +164,7 @@ package struct ProcessFigures {
             closedir(directory)
             figures.openFileDescriptors = Double(max(0, count - 1))  // less the descriptor opendir used
         }
-        var limit = rlimit()
-        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 { figures.maxFileDescriptors = Double(limit.rlim_cur) }
+        figures.maxFileDescriptors = Double(OpenFileLimit.current)
         return figures
     }
 
