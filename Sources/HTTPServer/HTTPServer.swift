@@ -16,21 +16,35 @@ import Darwin
 /// Life cycle: `init` → `start()` (once) → `shutdown(grace:)`. A server released while running
 /// shuts itself down in the background with no grace.
 public final class HTTPServer: Sendable {
+    /// What `start()` hands libmicrohttpd besides the listening socket, released together once no
+    /// callback can run any more: in `stop` after MHD_stop_daemon returned, or in `start()` when
+    /// the daemon did not start or was stopped before accepting.
+    // @unchecked Sendable: raw pointers owned by this value; it lives in `Running`, and exactly one
+    // shutdown (or the failed start) calls `release()`.
+    private struct DaemonAttachments: @unchecked Sendable {
+        /// passRetained in `start()`: the callbacks' context.
+        let coreReference: Unmanaged<ServerCore>
+        /// Allocated in `start()`.
+        let logSink: UnsafeMutablePointer<sheetd_log_sink>
+        /// The PEM texts given to libmicrohttpd (strdup in `start()`).
+        let tlsTexts: [UnsafeMutablePointer<CChar>]
+
+        func release() {
+            logSink.deinitialize(count: 1)
+            logSink.deallocate()
+            tlsTexts.forEach { free($0) }
+            coreReference.release()
+        }
+    }
+
     /// The resources of a running daemon.
-    // @unchecked Sendable: `logSink` is a raw pointer owned by this value (and `daemon` one behind
-    // its handle); it lives in the `lifecycle` mutex while running, and exactly one shutdown
-    // takes it out and frees them.
+    // @unchecked Sendable: `daemon` is a pointer behind its handle; it lives in the `lifecycle`
+    // mutex while running, and exactly one shutdown takes it out and frees it.
     private struct Running: @unchecked Sendable {
         let daemon: DaemonHandle
         /// Ours, not libmicrohttpd's: closed in `stop` as soon as the accept loop has ended.
         let listenFD: Int32
-        /// passRetained in `start()`; released in `stop` after MHD_stop_daemon returned (no
-        /// callback can run any more then).
-        let coreReference: Unmanaged<ServerCore>
-        /// Allocated in `start()`; freed in `stop` after MHD_stop_daemon.
-        let logSink: UnsafeMutablePointer<sheetd_log_sink>
-        /// The PEM texts given to libmicrohttpd (strdup in `start()`, freed after MHD_stop_daemon).
-        let tlsTexts: [UnsafeMutablePointer<CChar>]
+        let attachments: DaemonAttachments
         /// The deadline sweeper's thread (`DeadlineSweeper.run`), ended at shutdown.
         let sweeper: PlainThread
         /// The socket watcher's thread (`SocketWatcher.run`), ended after MHD_stop_daemon.
@@ -183,7 +197,8 @@ public final class HTTPServer: Sendable {
                                   message: "cannot listen on \(config.host) port \(config.port): \(String(cString: strerror(err)))")
         }
 
-        // Released in `stop` after MHD_stop_daemon (or below if the daemon does not start).
+        // Released by `DaemonAttachments.release()`: in `stop` after MHD_stop_daemon, or below when
+        // the daemon does not start or is stopped before accepting.
         let coreReference = Unmanaged.passRetained(core)
         let corePointer = coreReference.toOpaque()
         let logSink = UnsafeMutablePointer<sheetd_log_sink>.allocate(capacity: 1)
@@ -218,15 +233,10 @@ public final class HTTPServer: Sendable {
         if sheetd_epoll_interposer_installed() == 0 {
             core.errorLog("epoll_wait is libc's, not CEpollInterposer's: a worker may stall for up to the connection timeout after a full batch of 128 events")
         }
-        func releaseAll() {
-            close(fd)
-            coreReference.release()
-            logSink.deinitialize(count: 1)
-            logSink.deallocate()
-            tlsTexts.forEach { free($0) }
-        }
+        let attachments = DaemonAttachments(coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts)
         guard let daemon = sheetd_start_daemon(&options) else {
-            releaseAll()
+            close(fd)
+            attachments.release()
             let tlsNote = config.tls == nil ? "" : ", TLS: is the certificate and key PEM, and do they belong together?"
             throw HTTPServerError(code: .startFailed,
                                   message: "libmicrohttpd did not start (threads \(config.threads), memory limit \(config.connectionMemoryLimit)\(tlsNote))")
@@ -235,7 +245,8 @@ public final class HTTPServer: Sendable {
         // daemon has no connection and stops at once.
         guard OpenFileLimit.hasRoom(for: config.descriptorsKeptFree + 1) else {
             MHD_stop_daemon(daemon)
-            releaseAll()
+            close(fd)
+            attachments.release()
             throw HTTPServerError(code: .startFailed,
                                   message: "the open-file limit (ulimit -n \(OpenFileLimit.current)) leaves no descriptor for a connection")
         }
@@ -248,7 +259,7 @@ public final class HTTPServer: Sendable {
         let watcherThread = PlainThread.start { core.watcher.run() }
         let handle = DaemonHandle(pointer: daemon)
         let acceptorThread = PlainThread.start { core.acceptor.run(listenFD: fd, daemon: handle) }
-        return Running(daemon: handle, listenFD: fd, coreReference: coreReference, logSink: logSink, tlsTexts: tlsTexts,
+        return Running(daemon: handle, listenFD: fd, attachments: attachments,
                        sweeper: sweeper, watcherThread: watcherThread, acceptorThread: acceptorThread)
     }
 
@@ -343,10 +354,7 @@ public final class HTTPServer: Sendable {
         await running.watcherThread.wait()
         await running.sweeper.wait()
 
-        running.logSink.deinitialize(count: 1)
-        running.logSink.deallocate()
-        running.tlsTexts.forEach { free($0) }
-        running.coreReference.release()
+        running.attachments.release()
         return true
     }
 }

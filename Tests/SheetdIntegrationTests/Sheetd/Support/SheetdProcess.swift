@@ -29,15 +29,21 @@ final class SheetdProcess: Sendable {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("SHEETD_") }
         env.merge(environment) { $1 }
         process = try ChildProcess(Self.binary.path, arguments, environment: env, standardError: .collect)
-        // The "listening on" line gives the port; 20 s only end a failure.
-        let pattern = #"listening on https?://[^\s]+:(\d+)"#
-        let text = process.waitForStandardError(within: 20) { $0.range(of: pattern, options: .regularExpression) != nil }
-        guard let range = text.range(of: pattern, options: .regularExpression),
-              let port = Int(text[range].split(separator: ":").last ?? "") else {
+        let (port, text) = Self.listeningPort(of: process)
+        guard let port else {
             _ = process.stop(signal: SIGKILL)
             throw TestClientError(description: "sheetd did not start: \(text)")
         }
         self.port = port
+    }
+
+    /// The port a started sheetd's "listening on" line gives, or nil when its standard error
+    /// closed (it exited) without one; with what it wrote so far. 20 s only end a failure.
+    static func listeningPort(of process: ChildProcess) -> (port: Int?, standardError: String) {
+        let pattern = #"listening on https?://[^\s]+:(\d+)"#
+        let text = process.waitForStandardError(within: 20) { $0.range(of: pattern, options: .regularExpression) != nil }
+        guard let range = text.range(of: pattern, options: .regularExpression) else { return (nil, text) }
+        return (Int(text[range].split(separator: ":").last ?? ""), text)
     }
 
     /// Everything sheetd wrote to its standard error so far (all of it once `stop` returned).
