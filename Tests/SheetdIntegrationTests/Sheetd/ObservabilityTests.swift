@@ -69,9 +69,7 @@ struct ObservabilityTests {
             #expect((after["process_resident_memory_bytes"] ?? 0) > 1_000_000)
             #expect((after["process_open_fds"] ?? 0) > 3)
             // The soft open-file limit, as /proc says it for the process.
-            let limits = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/limits", encoding: .utf8)
-            let soft = limits.split(separator: "\n").first { $0.hasPrefix("Max open files") }?
-                .split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first.flatMap { Double($0) }
+            let soft = try server.softOpenFileLimit().flatMap { Double($0) }
             #expect(soft != nil && after["process_max_fds"] == soft, "\(String(describing: soft))")
             #expect((after["process_start_time_seconds"] ?? 0) > 1_700_000_000)
             #expect(after["process_cpu_seconds_total"] != nil)

@@ -571,9 +571,7 @@ struct RobustnessTests {
             let open = try server.client()
             #expect(try open.request("GET", "/healthz").status == 200)
             // The soft limit at the lowest free descriptor number: the next accept gets EMFILE.
-            let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
-            let line = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
-            let soft = try #require(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first.map(String.init))
+            let soft = try #require(try server.softOpenFileLimit())
             let used = Set(try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").compactMap { Int($0) })
             let lowestFree = (0...).first { !used.contains($0) }!
             func setSoftLimit(_ value: String) throws {

@@ -46,6 +46,14 @@ final class SheetdProcess: Sendable {
         return (Int(text[range].split(separator: ":").last ?? ""), text)
     }
 
+    /// sheetd's soft open-file limit as /proc says it ("1024", or "unlimited"); nil when /proc
+    /// has no "Max open files" line.
+    func softOpenFileLimit() throws -> String? {
+        let limits = try String(contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8)
+        guard let line = limits.split(separator: "\n").first(where: { $0.hasPrefix("Max open files") }) else { return nil }
+        return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(3).first.map(String.init)
+    }
+
     /// Everything sheetd wrote to its standard error so far (all of it once `stop` returned).
     var stderr: String { process.standardErrorText }
 
